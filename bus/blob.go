@@ -1,0 +1,154 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BlobRef points at a big payload in the object store by its content digest.
+// Events carry BlobRefs instead of the bytes (invariant 6).
+type BlobRef struct {
+	Digest      string `json:"digest"` // "sha256:<64 hex>"
+	Size        int64  `json:"size"`
+	ContentType string `json:"content_type,omitempty"`
+	Name        string `json:"name,omitempty"`
+}
+
+// ErrBlobNotFound is returned when no blob has the digest.
+var ErrBlobNotFound = errors.New("blob not found")
+
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// Digest returns the content digest of data in BlobRef form.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func objectName(digest string) (string, error) {
+	if !digestPattern.MatchString(digest) {
+		return "", fmt.Errorf("bad blob digest %q: want sha256:<64 hex>", digest)
+	}
+	return strings.TrimPrefix(digest, "sha256:"), nil
+}
+
+func (b *Bus) blobStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	os, err := b.js.ObjectStore(ctx, BlobBucket)
+	if err == nil {
+		return os, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("open object store %s: %w", BlobBucket, err)
+	}
+	os, err = b.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      BlobBucket,
+		Description: "VERA big payloads (model I/O, tool output), named by sha256",
+		Storage:     jetstream.FileStorage,
+		Replicas:    b.opts.Replicas,
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+		return nil, fmt.Errorf("create object store %s: %w", BlobBucket, err)
+	}
+	if err != nil {
+		return b.js.ObjectStore(ctx, BlobBucket)
+	}
+	return os, nil
+}
+
+// PutBlob stores data under its digest (once: an existing blob is kept) and
+// returns its reference.
+func (b *Bus) PutBlob(ctx context.Context, data []byte, contentType string) (BlobRef, error) {
+	ref := BlobRef{Digest: Digest(data), Size: int64(len(data)), ContentType: contentType}
+	return ref, b.putBlob(ctx, ref, bytes.NewReader(data))
+}
+
+// PutBlobFile stores the file at path as a blob without holding it in memory.
+func (b *Bus) PutBlobFile(ctx context.Context, path, contentType string) (BlobRef, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return BlobRef{}, fmt.Errorf("put blob: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return BlobRef{}, fmt.Errorf("put blob: hash %s: %w", path, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return BlobRef{}, fmt.Errorf("put blob: %w", err)
+	}
+	ref := BlobRef{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: n, ContentType: contentType}
+	return ref, b.putBlob(ctx, ref, f)
+}
+
+func (b *Bus) putBlob(ctx context.Context, ref BlobRef, r io.Reader) error {
+	name, err := objectName(ref.Digest)
+	if err != nil {
+		return err
+	}
+	store, err := b.blobStore(ctx)
+	if err != nil {
+		return err
+	}
+	if info, err := store.GetInfo(ctx, name); err == nil && !info.Deleted && int64(info.Size) == ref.Size {
+		return nil
+	}
+	meta := jetstream.ObjectMeta{Name: name, Description: ref.ContentType}
+	if _, err := store.Put(ctx, meta, r); err != nil {
+		return fmt.Errorf("put blob %s (%d bytes): %w", ref.Digest, ref.Size, err)
+	}
+	return nil
+}
+
+// GetBlob returns the bytes of the blob with the digest, checking them.
+func (b *Bus) GetBlob(ctx context.Context, digest string) ([]byte, error) {
+	name, err := objectName(digest)
+	if err != nil {
+		return nil, err
+	}
+	store, err := b.blobStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data, err := store.GetBytes(ctx, name)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil, fmt.Errorf("get blob %s: %w", digest, ErrBlobNotFound)
+		}
+		return nil, fmt.Errorf("get blob %s: %w", digest, err)
+	}
+	if Digest(data) != digest {
+		return nil, fmt.Errorf("get blob %s: content digest mismatch", digest)
+	}
+	return data, nil
+}
+
+// HasBlob reports whether a blob with the digest is stored.
+func (b *Bus) HasBlob(ctx context.Context, digest string) (bool, error) {
+	name, err := objectName(digest)
+	if err != nil {
+		return false, err
+	}
+	store, err := b.blobStore(ctx)
+	if err != nil {
+		return false, err
+	}
+	info, err := store.GetInfo(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stat blob %s: %w", digest, err)
+	}
+	return !info.Deleted, nil
+}

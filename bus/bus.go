@@ -1,0 +1,242 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults for Options.
+const (
+	DefaultURL            = "nats://127.0.0.1:4222"
+	DefaultDedupWindow    = 2 * time.Minute
+	DefaultMaxMsgSize     = 1 << 20 // 1 MiB: events stay small, big payloads go to blobs
+	DefaultBlobThreshold  = 64 << 10
+	DefaultPublishTimeout = 5 * time.Second
+	DefaultPublishRetries = 6
+)
+
+// Options configure a connection to the bus. The zero value connects to a
+// local server with the defaults above.
+type Options struct {
+	URL       string // NATS URL(s), comma-separated; default DefaultURL
+	CredsFile string // NATS credentials file (JWT + nkey), optional
+	Name      string // connection name shown by the server; default Source
+	Source    string // component name stamped on events this bus builds
+
+	Replicas    int           // stream replicas when the streams are created; default 1
+	DedupWindow time.Duration // window in which a repeated event id is dropped
+	MaxMsgSize  int32         // largest stored event in bytes
+
+	PublishTimeout time.Duration // per publish attempt
+	PublishRetries int           // attempts after a timeout or a missing responder
+
+	// ConnectWait keeps retrying the first connection for this long; zero
+	// fails at once when no server answers.
+	ConnectWait time.Duration
+
+	Clock  Clock
+	IDs    IDSource
+	Logger *slog.Logger
+
+	// NATSOptions are appended to VERA's own connection options.
+	NATSOptions []nats.Option
+}
+
+func (o *Options) setDefaults() {
+	if o.URL == "" {
+		o.URL = DefaultURL
+	}
+	if o.Name == "" {
+		o.Name = "vera-" + o.Source
+	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.DedupWindow <= 0 {
+		o.DedupWindow = DefaultDedupWindow
+	}
+	if o.MaxMsgSize <= 0 {
+		o.MaxMsgSize = DefaultMaxMsgSize
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = DefaultPublishTimeout
+	}
+	if o.PublishRetries <= 0 {
+		o.PublishRetries = DefaultPublishRetries
+	}
+	if o.Clock == nil {
+		o.Clock = SystemClock{}
+	}
+	if o.IDs == nil {
+		o.IDs = NewULIDSource(nil)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Bus is a connection to VERA's streams. It is safe for concurrent use.
+type Bus struct {
+	opts     Options
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	ownsConn bool
+	log      *slog.Logger
+
+	// Events builds envelopes stamped with this bus's source, clock and ids.
+	Events *Factory
+}
+
+// ErrNoServer is returned by Connect when no NATS server answers.
+var ErrNoServer = errors.New("no NATS server")
+
+// Connect dials NATS and makes sure VERA's streams exist.
+func Connect(ctx context.Context, opts Options) (*Bus, error) {
+	opts.setDefaults()
+	nopts := []nats.Option{
+		nats.Name(opts.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				opts.Logger.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			opts.Logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+	}
+	if opts.CredsFile != "" {
+		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))
+	}
+	nopts = append(nopts, opts.NATSOptions...)
+
+	deadline := time.Now().Add(opts.ConnectWait)
+	var nc *nats.Conn
+	var err error
+	for {
+		nc, err = nats.Connect(opts.URL, nopts...)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to NATS at %s: %w", opts.URL, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		if errors.Is(err, nats.ErrNoServers) {
+			return nil, fmt.Errorf("connect to NATS at %s: %w (start one with `vera up`, or pass --nats-url / NATS_URL)", opts.URL, ErrNoServer)
+		}
+		return nil, fmt.Errorf("connect to NATS at %s: %w", opts.URL, err)
+	}
+	b, err := New(ctx, nc, opts)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	b.ownsConn = true
+	return b, nil
+}
+
+// New wraps an existing connection and makes sure VERA's streams exist. The
+// caller keeps ownership of nc.
+func New(ctx context.Context, nc *nats.Conn, opts Options) (*Bus, error) {
+	opts.setDefaults()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(opts.PublishTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("open JetStream: %w", err)
+	}
+	b := &Bus{
+		opts:   opts,
+		nc:     nc,
+		js:     js,
+		log:    opts.Logger,
+		Events: &Factory{Source: opts.Source, Clock: opts.Clock, IDs: opts.IDs},
+	}
+	if err := b.EnsureStreams(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Conn returns the underlying NATS connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream returns the underlying JetStream context.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Options returns the options the bus runs with, defaults filled in.
+func (b *Bus) Options() Options { return b.opts }
+
+// Close drains the connection if the bus opened it.
+func (b *Bus) Close() error {
+	if !b.ownsConn {
+		return nil
+	}
+	if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		b.nc.Close()
+		return fmt.Errorf("drain NATS connection: %w", err)
+	}
+	for i := 0; i < 100 && !b.nc.IsClosed(); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.nc.Close()
+	return nil
+}
+
+// StreamConfig is the configuration of the event stream for these options.
+func (o Options) StreamConfig() jetstream.StreamConfig {
+	o.setDefaults()
+	return jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "VERA run events: vera.run.<run_id>.<area>.<event>, CloudEvents JSON",
+		Subjects:    []string{SubjectRoot + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		Replicas:    o.Replicas,
+		Duplicates:  o.DedupWindow,
+		MaxMsgSize:  o.MaxMsgSize,
+		DenyDelete:  true,
+		DenyPurge:   true,
+	}
+}
+
+// DeadLetterStreamConfig is the configuration of the dead-letter stream.
+func (o Options) DeadLetterStreamConfig() jetstream.StreamConfig {
+	o.setDefaults()
+	return jetstream.StreamConfig{
+		Name:        DeadLetterStream,
+		Description: "VERA dead letters: messages a consumer rejected, with the reason",
+		Subjects:    []string{DeadLetterSubject + ".>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		Duplicates:  o.DedupWindow,
+		DenyDelete:  true,
+	}
+}
+
+// EnsureStreams creates VERA's streams and object store, or updates them to
+// the current configuration.
+func (b *Bus) EnsureStreams(ctx context.Context) error {
+	for _, cfg := range []jetstream.StreamConfig{b.opts.StreamConfig(), b.opts.DeadLetterStreamConfig()} {
+		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+				return fmt.Errorf("create stream %s: %w (enable JetStream on the server, see nats.conf)", cfg.Name, err)
+			}
+			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+		}
+	}
+	if _, err := b.blobStore(ctx); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+// Package bustest starts real NATS servers (single node or an in-process
+// cluster on loopback) and bus connections for tests. It is imported only
+// by tests.
+package bustest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/embedded"
+)
+
+// StartServer starts an embedded JetStream server on a free loopback port
+// with its store in a temporary directory; it is shut down at cleanup.
+func StartServer(tb testing.TB) *embedded.Server {
+	tb.Helper()
+	return StartServerIn(tb, tb.TempDir())
+}
+
+// StartServerIn is StartServer with a given store directory (to restart a
+// server on the same data).
+func StartServerIn(tb testing.TB, dir string) *embedded.Server {
+	tb.Helper()
+	s, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:0", ServerName: "test"})
+	if err != nil {
+		tb.Fatalf("start embedded NATS: %v", err)
+	}
+	tb.Cleanup(s.Shutdown)
+	return s
+}
+
+// Connect opens a bus on url with test-friendly defaults (quiet logger,
+// short publish timeout); it is closed at cleanup.
+func Connect(tb testing.TB, url string, opts bus.Options) *bus.Bus {
+	tb.Helper()
+	opts.URL = url
+	if opts.Source == "" {
+		opts.Source = "test"
+	}
+	if opts.Logger == nil {
+		opts.Logger = Logger(tb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Connect(ctx, opts)
+	if err != nil {
+		tb.Fatalf("connect bus: %v", err)
+	}
+	tb.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// New starts a server and connects a bus to it.
+func New(tb testing.TB) (*embedded.Server, *bus.Bus) {
+	tb.Helper()
+	s := StartServer(tb)
+	return s, Connect(tb, s.ClientURL(), bus.Options{})
+}
+
+// Logger returns a logger writing to the test log when VERA_TEST_LOG=1 and
+// discarding otherwise.
+func Logger(tb testing.TB) *slog.Logger {
+	if os.Getenv("VERA_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ tb testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Cluster is an in-process JetStream cluster on loopback.
+type Cluster struct {
+	tb      testing.TB
+	Nodes   []*embedded.Server
+	dirs    []string
+	clients []string
+	routes  []string
+}
+
+// StartCluster starts n nodes (n ≥ 3 for R3 streams) and waits until they
+// have formed a JetStream cluster with a meta leader.
+func StartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	c := &Cluster{tb: tb, Nodes: make([]*embedded.Server, n)}
+	for i := 0; i < n; i++ {
+		c.dirs = append(c.dirs, tb.TempDir())
+		c.clients = append(c.clients, FreeAddr(tb))
+		c.routes = append(c.routes, FreeAddr(tb))
+	}
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) { errs <- c.start(i) }(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			tb.Fatalf("start cluster: %v", err)
+		}
+	}
+	tb.Cleanup(func() {
+		for _, s := range c.Nodes {
+			if s != nil {
+				s.Shutdown()
+			}
+		}
+	})
+	c.WaitReady()
+	return c
+}
+
+func (c *Cluster) start(i int) error {
+	s, err := embedded.Start(embedded.Options{
+		DataDir:    filepath.Join(c.dirs[i], "store"),
+		Listen:     c.clients[i],
+		ServerName: fmt.Sprintf("n%d", i+1),
+		Cluster:    &embedded.ClusterOptions{Name: "vera-test", Listen: c.routes[i], Routes: c.routes},
+	})
+	if err != nil {
+		return fmt.Errorf("node %d: %w", i+1, err)
+	}
+	c.Nodes[i] = s
+	return nil
+}
+
+// WaitReady waits until every running node reports a JetStream meta leader.
+func (c *Cluster) WaitReady() {
+	c.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ready := true
+		for _, s := range c.Nodes {
+			if s != nil && (!s.NATS().JetStreamEnabled() || s.NATS().JetStreamIsClustered() && !hasLeader(s)) {
+				ready = false
+			}
+		}
+		if ready {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.tb.Fatalf("cluster did not elect a JetStream meta leader within 30s")
+}
+
+func hasLeader(s *embedded.Server) bool {
+	raft := s.NATS().JetStreamIsLeader()
+	if raft {
+		return true
+	}
+	// A follower is ready once it knows the leader.
+	return s.NATS().JetStreamIsCurrent()
+}
+
+// URL is a comma-separated list of every node's client URL.
+func (c *Cluster) URL() string {
+	urls := make([]string, len(c.clients))
+	for i, a := range c.clients {
+		urls[i] = "nats://" + a
+	}
+	return strings.Join(urls, ",")
+}
+
+// Stop shuts node i down (its store is kept).
+func (c *Cluster) Stop(i int) {
+	c.Nodes[i].Shutdown()
+	c.Nodes[i] = nil
+}
+
+// Restart starts a stopped node i again on its store.
+func (c *Cluster) Restart(i int) {
+	c.tb.Helper()
+	if err := c.start(i); err != nil {
+		c.tb.Fatalf("restart: %v", err)
+	}
+}

@@ -1,0 +1,109 @@
+package catalog
+
+// Run lifecycle types.
+const (
+	TypeTaskSubmitted = "vera.task.submitted"
+	TypeRunStarted    = "vera.run.started"
+	TypeRunCancelled  = "vera.run.cancelled"
+	TypeRunFinished   = "vera.run.finished"
+)
+
+// ModelConfig names an OpenAI-compatible model endpoint.
+type ModelConfig struct {
+	BaseURL   string `json:"base_url" jsonschema_description:"Base URL of the OpenAI-compatible API; requests go to {base_url}/chat/completions, /v1 is appended when missing."`
+	Name      string `json:"name" jsonschema_description:"Model name sent as the request's model member."`
+	APIKeyEnv string `json:"api_key_env,omitempty" jsonschema:"pattern=^[A-Za-z_][A-Za-z0-9_]*$" jsonschema_description:"NAME of the environment variable that holds the API key on the machine that makes the call. Never the key itself. Empty: no key."`
+	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Per-request timeout in milliseconds; 0 = the component default (150000, overridable with MODEL_TIMEOUT)."`
+}
+
+// AuditorConfig holds the DeepVerifier auditor settings of a run.
+type AuditorConfig struct {
+	Enabled   bool         `json:"enabled" jsonschema_description:"Whether candidate answers are audited before the run finishes."`
+	Model     *ModelConfig `json:"model,omitempty" jsonschema_description:"Model of the auditor; absent = the agent's model."`
+	MaxRounds int          `json:"max_rounds" jsonschema:"minimum=0" jsonschema_description:"Verification rounds allowed per run (the retry budget); 0 = the default."`
+	StopScore int          `json:"stop_score,omitempty" jsonschema:"minimum=0,maximum=4" jsonschema_description:"A round scoring at least this accepts the answer (stop early); 0 = the default, 3."`
+}
+
+// SandboxConfig holds the Docker sandbox settings of a run.
+type SandboxConfig struct {
+	Network       bool   `json:"network" jsonschema_description:"Whether the sandbox container can reach the network (web access is curl/wget from the shell)."`
+	Lab           bool   `json:"lab" jsonschema_description:"Lab mode: a privileged container running as root, so apt-get and low-level network changes work. Removes most isolation; trusted machines only."`
+	Image         string `json:"image,omitempty" jsonschema_description:"Sandbox image; empty = VERA's built-in image."`
+	ToolTimeoutMS int64  `json:"tool_timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Default timeout of one command in milliseconds; 0 = the default (900000)."`
+}
+
+// VerifyFastConfig holds the VerifyFast settings of a run.
+type VerifyFastConfig struct {
+	Enabled bool         `json:"enabled" jsonschema_description:"Whether candidate answers are scored by VerifyFast."`
+	Profile string       `json:"profile,omitempty" jsonschema_description:"Profile: the execution/verification model pair and strategy overrides, e.g. kimi-full or cross-verify; empty = the default profile."`
+	Model   *ModelConfig `json:"model,omitempty" jsonschema_description:"Verification model; absent = the profile's model, else the agent's."`
+}
+
+// PolicyConfig holds the limits of the agent's policy layer.
+type PolicyConfig struct {
+	NotesInterval          int `json:"notes_interval,omitempty" jsonschema:"minimum=0" jsonschema_description:"Every N steps the agent must append to notes.md before running more tools (NOTES_UPDATE_INTERVAL); 0 = the default, 3."`
+	StagnationLimit        int `json:"stagnation_limit,omitempty" jsonschema:"minimum=0" jsonschema_description:"UNRESOLVED turns without new evidence before a tool call is forced (STAGNATION_LIMIT); 0 = the default."`
+	FailureEscalationLimit int `json:"failure_escalation_limit,omitempty" jsonschema:"minimum=0" jsonschema_description:"Repeats of one failure type before escalation (FAILURE_ESCALATION_LIMIT); 0 = the default."`
+	QueryFamilyLimit       int `json:"query_family_limit,omitempty" jsonschema:"minimum=0" jsonschema_description:"Queries of one normalized family before a mutation is required; 0 = the default."`
+}
+
+// RunConfig is the configuration of a run. TaskSubmitted carries it as
+// submitted (zero = default); RunStarted echoes it with defaults filled in.
+type RunConfig struct {
+	Task       string           `json:"task" jsonschema:"minLength=1" jsonschema_description:"The task text (the PRIMARY TASK of every prompt)."`
+	WorkDir    string           `json:"work_dir" jsonschema:"minLength=1" jsonschema_description:"Host directory mounted read-write at /work in the sandbox; projectors write the run's artifacts (notes.md, ledgers, trace.jsonl, logs) there."`
+	InputDir   string           `json:"input_dir,omitempty" jsonschema_description:"Host directory mounted read-only at /input; empty = no input mount."`
+	Model      ModelConfig      `json:"model" jsonschema_description:"The agent's model."`
+	MaxSteps   int              `json:"max_steps" jsonschema:"minimum=0" jsonschema_description:"Step budget of the agent; 0 = unlimited."`
+	Auditor    AuditorConfig    `json:"auditor" jsonschema_description:"DeepVerifier auditor settings."`
+	Sandbox    SandboxConfig    `json:"sandbox" jsonschema_description:"Docker sandbox settings."`
+	VerifyFast VerifyFastConfig `json:"verifyfast,omitzero" jsonschema_description:"VerifyFast settings; absent = disabled."`
+	Policy     PolicyConfig     `json:"policy,omitzero" jsonschema_description:"Policy-layer limits; absent = defaults."`
+}
+
+// TaskSubmitted asks VERA to run a task. Its event id names nothing by
+// itself: the run id is the envelope's subject.
+type TaskSubmitted struct {
+	RunConfig
+	SubmittedBy string            `json:"submitted_by" jsonschema_description:"Who submitted the task: cli, dashboard or an outside tool, optionally with a user, e.g. cli:alice."`
+	Labels      map[string]string `json:"labels,omitempty" jsonschema_description:"Free-form labels for dashboards and outside tools; VERA does not interpret them."`
+}
+
+// EventType implements Payload.
+func (TaskSubmitted) EventType() string { return TypeTaskSubmitted }
+
+// RunStarted says an agent worker took the run.
+type RunStarted struct {
+	AgentID      string    `json:"agent_id" jsonschema:"minLength=1" jsonschema_description:"Instance id of the agent worker that owns the run (the one writer of its decisions)."`
+	Version      string    `json:"version,omitempty" jsonschema_description:"VERA version of that worker."`
+	Config       RunConfig `json:"config" jsonschema_description:"The effective configuration: the submitted one with every default filled in. Other components read their settings from here."`
+	SystemPrompt *BlobRef  `json:"system_prompt,omitempty" jsonschema_description:"The system prompt in force, by digest, so that a replay can tell prompts apart."`
+}
+
+// EventType implements Payload.
+func (RunStarted) EventType() string { return TypeRunStarted }
+
+// RunCancelled says a user or tool asked to stop the run.
+type RunCancelled struct {
+	RequestedBy string `json:"requested_by" jsonschema_description:"Who cancelled: cli, dashboard or an outside tool, optionally with a user, e.g. dashboard:alice."`
+	Reason      string `json:"reason,omitempty" jsonschema_description:"Why, in the requester's words."`
+}
+
+// EventType implements Payload.
+func (RunCancelled) EventType() string { return TypeRunCancelled }
+
+// RunFinished is the last decision of a run.
+type RunFinished struct {
+	Outcome        Outcome    `json:"outcome" jsonschema_description:"RESOLVED: answered and accepted. UNRESOLVED: no supported answer yet (not a failure). FAILED: an error stopped the run."`
+	Reason         string     `json:"reason,omitempty" jsonschema_description:"Why the run ended so: for UNRESOLVED a concrete summary (e.g. no official announcement found in the sources checked), for FAILED the error (cancelled, model unreachable...)."`
+	Answer         string     `json:"answer,omitempty" jsonschema_description:"The final answer, inline when small."`
+	AnswerBlob     *BlobRef   `json:"answer_blob,omitempty" jsonschema_description:"The final answer when too big to be inline."`
+	Steps          int        `json:"steps" jsonschema:"minimum=0" jsonschema_description:"Agent steps taken."`
+	BestAuditRound int        `json:"best_audit_round,omitempty" jsonschema:"minimum=0" jsonschema_description:"Audit round whose answer was kept (the best-scoring one); 0 = not audited."`
+	BestScore      int        `json:"best_score,omitempty" jsonschema:"minimum=0,maximum=4" jsonschema_description:"Auditor score (1-4) of that round; 0 = not audited."`
+	DurationMS     int64      `json:"duration_ms" jsonschema:"minimum=0" jsonschema_description:"Wall time from vera.run.started to this event."`
+	Usage          TokenUsage `json:"usage,omitzero" jsonschema_description:"Tokens used by the agent's own model calls (scope agent)."`
+}
+
+// EventType implements Payload.
+func (RunFinished) EventType() string { return TypeRunFinished }

@@ -1,0 +1,424 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults for ConsumerConfig.
+const (
+	DefaultMaxDeliver   = 5
+	DefaultAckWait      = 30 * time.Second
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+// DefaultBackoff is the redelivery delay after the 1st, 2nd, … failure.
+var DefaultBackoff = []time.Duration{500 * time.Millisecond, 2 * time.Second, 10 * time.Second, 30 * time.Second}
+
+// ConsumerConfig configures a durable consumer.
+type ConsumerConfig struct {
+	// Durable names the consumer; its position survives restarts. Letters,
+	// digits, '-' and '_' only (e.g. "sandboxd", "projector-files").
+	Durable string
+	// Types are the event-type patterns to receive ("vera.tool.requested",
+	// "vera.audit.*"); empty means every type.
+	Types []string
+	// RunID restricts the consumer to one run; empty means every run.
+	RunID string
+	// DeliverNew starts a newly created consumer at the end of the stream
+	// instead of its beginning. It has no effect on an existing consumer.
+	DeliverNew bool
+
+	MaxDeliver    int             // deliveries before a failing event is dead-lettered
+	Backoff       []time.Duration // delay before redelivery after the n-th failure
+	AckWait       time.Duration   // unacknowledged this long (process gone) → redelivered
+	MaxAckPending int             // events in flight at once; default 256
+	// Concurrency is the number of handler goroutines. Events of one run are
+	// always handled by the same goroutine, in stream order.
+	Concurrency int
+	// DrainTimeout bounds how long in-flight handlers may run after the
+	// consumer's context ends; then their context is cancelled.
+	DrainTimeout time.Duration
+}
+
+func (c *ConsumerConfig) setDefaults() error {
+	if c.Durable == "" {
+		return errors.New("consumer: Durable name is required")
+	}
+	for _, r := range c.Durable {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("consumer: durable name %q: use letters, digits, '-' and '_'", c.Durable)
+		}
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 256
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 1
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	return nil
+}
+
+func (c *ConsumerConfig) filters() ([]string, error) {
+	if len(c.Types) == 0 {
+		f, err := FilterSubject(c.RunID, "")
+		return []string{f}, err
+	}
+	out := make([]string, 0, len(c.Types))
+	for _, t := range c.Types {
+		f, err := FilterSubject(c.RunID, t)
+		if err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", c.Durable, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// Message is one delivered event.
+type Message struct {
+	Event     Event
+	Raw       []byte
+	Subject   string
+	Sequence  uint64    // stream sequence
+	Delivered uint64    // 1 on first delivery
+	Stored    time.Time // when the stream stored it
+	msg       jetstream.Msg
+}
+
+// InProgress tells the server the handler is still working, resetting the
+// ack timer. The consumer already does this periodically while a handler
+// runs; call it for finer control.
+func (m *Message) InProgress() error { return m.msg.InProgress() }
+
+// Handler processes one event. Returning nil acknowledges it. An error
+// marked with Permanent dead-letters it at once; any other error schedules a
+// redelivery with backoff until MaxDeliver, then dead-letters it.
+type Handler func(ctx context.Context, m *Message) error
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying: the event goes to the
+// dead-letter stream with err as the reason.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// Consume runs a durable consumer until ctx ends, calling h for each event.
+// On shutdown it stops fetching, lets in-flight handlers finish (bounded by
+// DrainTimeout), and returns nil. Malformed envelopes, permanent errors and
+// events that exhaust MaxDeliver go to the dead-letter stream and are
+// terminated; they never stop the consumer.
+func (b *Bus) Consume(ctx context.Context, cfg ConsumerConfig, h Handler) error {
+	if err := cfg.setDefaults(); err != nil {
+		return err
+	}
+	cons, err := b.ensureConsumer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	log := b.log.With("consumer", cfg.Durable)
+
+	// Handlers get a context that outlives ctx by DrainTimeout.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+
+	var workers []chan jetstream.Msg
+	if cfg.Concurrency > 1 {
+		workers = make([]chan jetstream.Msg, cfg.Concurrency)
+	}
+	var wg sync.WaitGroup
+	for i := range workers {
+		workers[i] = make(chan jetstream.Msg, 1)
+		wg.Add(1)
+		go func(ch <-chan jetstream.Msg) {
+			defer wg.Done()
+			for m := range ch {
+				b.handle(hctx, log, &cfg, m, h)
+			}
+		}(workers[i])
+	}
+	dispatch := func(m jetstream.Msg) {
+		if workers == nil {
+			b.handle(hctx, log, &cfg, m, h)
+			return
+		}
+		runID, _, _ := ParseSubject(m.Subject())
+		f := fnv.New32a()
+		f.Write([]byte(runID))
+		workers[f.Sum32()%uint32(cfg.Concurrency)] <- m
+	}
+
+	cc, err := cons.Consume(dispatch,
+		jetstream.PullMaxMessages(min(cfg.MaxAckPending, 500)),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, nats.ErrConnectionClosed) {
+				log.Warn("consume", "err", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", cfg.Durable, err)
+	}
+	log.Info("consumer started", "types", cfg.Types, "run", cfg.RunID)
+	<-ctx.Done()
+
+	log.Info("consumer draining")
+	cc.Drain()
+	timer := time.NewTimer(cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-cc.Closed():
+	case <-timer.C:
+		log.Warn("drain timed out; cancelling handlers", "timeout", cfg.DrainTimeout)
+		hcancel()
+		cc.Stop()
+		<-cc.Closed()
+	}
+	for _, ch := range workers {
+		close(ch)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-timer.C:
+		log.Warn("drain timed out; cancelling handlers", "timeout", cfg.DrainTimeout)
+		hcancel()
+		<-done
+	}
+	log.Info("consumer stopped")
+	return nil
+}
+
+func (b *Bus) ensureConsumer(ctx context.Context, cfg ConsumerConfig) (jetstream.Consumer, error) {
+	filters, err := cfg.filters()
+	if err != nil {
+		return nil, err
+	}
+	jc := jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    -1, // bounded by the client so poison messages reach the dead-letter stream
+		MaxAckPending: cfg.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if cfg.DeliverNew {
+		jc.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	if len(filters) == 1 {
+		jc.FilterSubject = filters[0]
+	} else {
+		jc.FilterSubjects = filters
+	}
+	if existing, err := b.js.Consumer(ctx, StreamName, cfg.Durable); err == nil {
+		// Keep the existing start position; update what may change.
+		jc.DeliverPolicy = existing.CachedInfo().Config.DeliverPolicy
+		jc.OptStartSeq = existing.CachedInfo().Config.OptStartSeq
+		jc.OptStartTime = existing.CachedInfo().Config.OptStartTime
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamName, jc)
+	if err != nil {
+		return nil, fmt.Errorf("create consumer %s on %s: %w", cfg.Durable, StreamName, err)
+	}
+	return cons, nil
+}
+
+func (b *Bus) handle(ctx context.Context, log interface {
+	Warn(string, ...any)
+	Error(string, ...any)
+}, cfg *ConsumerConfig, jm jetstream.Msg, h Handler) {
+	meta, err := jm.Metadata()
+	if err != nil {
+		log.Error("message without metadata", "subject", jm.Subject(), "err", err)
+		_ = jm.Term()
+		return
+	}
+	m := &Message{
+		Raw:       jm.Data(),
+		Subject:   jm.Subject(),
+		Sequence:  meta.Sequence.Stream,
+		Delivered: meta.NumDelivered,
+		Stored:    meta.Timestamp,
+		msg:       jm,
+	}
+	if meta.NumDelivered > uint64(cfg.MaxDeliver) {
+		b.deadLetter(ctx, log, cfg, m, fmt.Sprintf("delivered %d times without success (max %d)", meta.NumDelivered, cfg.MaxDeliver))
+		return
+	}
+	ev, err := ParseEvent(jm.Data())
+	if err == nil && !subjectMatches(jm.Subject(), &ev) {
+		err = fmt.Errorf("%w: envelope (run %q, type %q) does not match subject %q", ErrInvalidEvent, ev.RunID, ev.Type, jm.Subject())
+	}
+	if err != nil {
+		b.deadLetter(ctx, log, cfg, m, err.Error())
+		return
+	}
+	m.Event = ev
+
+	herr := b.runHandler(ctx, cfg, m, h)
+	switch {
+	case herr == nil:
+		if err := jm.Ack(); err != nil {
+			log.Warn("ack", "seq", m.Sequence, "err", err)
+		}
+	case IsPermanent(herr):
+		b.deadLetter(ctx, log, cfg, m, herr.Error())
+	case meta.NumDelivered >= uint64(cfg.MaxDeliver):
+		b.deadLetter(ctx, log, cfg, m, fmt.Sprintf("failed %d times, last error: %v", meta.NumDelivered, herr))
+	default:
+		delay := cfg.Backoff[min(int(meta.NumDelivered)-1, len(cfg.Backoff)-1)]
+		log.Warn("handler failed; will redeliver", "type", ev.Type, "id", ev.ID, "run", ev.RunID,
+			"delivery", meta.NumDelivered, "retry_in", delay, "err", herr)
+		if err := jm.NakWithDelay(delay); err != nil {
+			log.Warn("nak", "seq", m.Sequence, "err", err)
+		}
+	}
+}
+
+// subjectMatches reports whether subject is vera.run.<RunID>.<Type without
+// "vera.">, without allocating.
+func subjectMatches(subject string, ev *Event) bool {
+	rest, ok := strings.CutPrefix(subject, SubjectRoot+".")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, ev.RunID)
+	if !ok || len(rest) == 0 || rest[0] != '.' {
+		return false
+	}
+	typ, ok := strings.CutPrefix(ev.Type, "vera.")
+	return ok && rest[1:] == typ
+}
+
+// runHandler calls h, keeping the message alive with InProgress while it
+// runs and turning a panic into a permanent error.
+func (b *Bus) runHandler(ctx context.Context, cfg *ConsumerConfig, m *Message, h Handler) (err error) {
+	// A self-rearming timer (no goroutine until it fires) keeps the message
+	// in progress while the handler runs past a third of AckWait.
+	every := max(cfg.AckWait/3, 10*time.Millisecond)
+	var mu sync.Mutex
+	stopped := false
+	var beat *time.Timer
+	beat = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		_ = m.msg.InProgress()
+		beat.Reset(every)
+	})
+	defer func() {
+		mu.Lock()
+		stopped = true
+		beat.Stop()
+		mu.Unlock()
+		if r := recover(); r != nil {
+			err = Permanent(fmt.Errorf("handler panic: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	return h(ctx, m)
+}
+
+// DeadLetter is the record stored on vera.dlq.<consumer>.<run_id> for every
+// message a consumer rejected.
+type DeadLetter struct {
+	Reason     string          `json:"reason"`
+	Consumer   string          `json:"consumer"`
+	Stream     string          `json:"stream"`
+	Sequence   uint64          `json:"sequence"`
+	Subject    string          `json:"subject"`
+	Deliveries uint64          `json:"deliveries"`
+	Time       time.Time       `json:"time"`
+	EventID    string          `json:"event_id,omitempty"`
+	EventType  string          `json:"event_type,omitempty"`
+	RunID      string          `json:"run_id,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`        // the message, when it is JSON
+	DataBase64 []byte          `json:"data_base64,omitempty"` // the message, when it is not
+}
+
+func (b *Bus) deadLetter(ctx context.Context, log interface {
+	Warn(string, ...any)
+	Error(string, ...any)
+}, cfg *ConsumerConfig, m *Message, reason string) {
+	dl := DeadLetter{
+		Reason:     reason,
+		Consumer:   cfg.Durable,
+		Stream:     StreamName,
+		Sequence:   m.Sequence,
+		Subject:    m.Subject,
+		Deliveries: m.Delivered,
+		Time:       b.opts.Clock.Now().UTC(),
+		EventID:    m.Event.ID,
+		EventType:  m.Event.Type,
+		RunID:      m.Event.RunID,
+	}
+	if dl.RunID == "" {
+		dl.RunID, _, _ = ParseSubject(m.Subject)
+	}
+	if json.Valid(m.Raw) {
+		dl.Data = m.Raw
+	} else {
+		dl.DataBase64 = m.Raw
+	}
+	data, err := json.Marshal(dl)
+	if err == nil {
+		msg := &nats.Msg{Subject: deadLetterSubject(cfg.Durable, dl.RunID), Data: data, Header: nats.Header{}}
+		// One dead letter per consumer and stream sequence, even if we crash
+		// between publishing it and terminating the message.
+		id := fmt.Sprintf("dlq-%s-%d", cfg.Durable, m.Sequence)
+		_, err = b.publishMsg(ctx, msg, id, publishOptions{})
+	}
+	if err != nil {
+		// Leave the message unacknowledged: it comes back after AckWait and
+		// we try again, so nothing vanishes.
+		log.Error("dead-letter publish failed; message will be redelivered", "seq", m.Sequence, "reason", reason, "err", err)
+		return
+	}
+	log.Warn("dead-lettered", "seq", m.Sequence, "subject", m.Subject, "reason", reason)
+	if err := m.msg.TermWithReason(truncate(reason, 200)); err != nil {
+		log.Warn("term", "seq", m.Sequence, "err", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,168 @@
+package bus
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// CloudEvents constants used by every VERA event.
+const (
+	SpecVersion     = "1.0"
+	ContentTypeJSON = "application/json"
+)
+
+// Event is one CloudEvents 1.0 event in structured-mode JSON. RunID and
+// CausationID are VERA's extension attributes (runid, causationid).
+type Event struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Subject         string          `json:"subject"`
+	Time            time.Time       `json:"time"`
+	DataContentType string          `json:"datacontenttype,omitempty"`
+	RunID           string          `json:"runid"`
+	CausationID     string          `json:"causationid,omitempty"`
+	Data            json.RawMessage `json:"data,omitempty"`
+	DataBase64      []byte          `json:"data_base64,omitempty"`
+
+	// checked is the Data slice last known to be valid JSON (decoded or
+	// marshalled by us), so Validate need not scan it again. Replacing Data
+	// makes it stale, and the check runs.
+	checked json.RawMessage
+}
+
+// Payload is implemented by every catalogue data type: it names the event
+// type the data belongs to.
+type Payload interface{ EventType() string }
+
+// Errors returned when an event or a name is not well formed.
+var (
+	ErrInvalidEvent = errors.New("invalid event")
+	ErrInvalidRunID = errors.New("invalid run id")
+	ErrInvalidType  = errors.New("invalid event type")
+)
+
+// ValidateRunID reports whether id can name a run: 1–128 characters of
+// letters, digits, '_' and '-', so that it is one NATS subject token.
+func ValidateRunID(id string) error {
+	if !validRunID(id) {
+		return fmt.Errorf("%w %q: use 1-128 letters, digits, '_' or '-'", ErrInvalidRunID, id)
+	}
+	return nil
+}
+
+// ValidateType reports whether typ is a VERA event type:
+// vera.<area>.<event>[.<more>], each part lowercase [a-z][a-z0-9_]*.
+func ValidateType(typ string) error {
+	if !validType(typ) {
+		return fmt.Errorf("%w %q: want vera.<area>.<event> in lowercase letters, digits and '_'", ErrInvalidType, typ)
+	}
+	return nil
+}
+
+func validRunID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validType checks vera(\.[a-z][a-z0-9_]*){2,}.
+func validType(typ string) bool {
+	rest, ok := strings.CutPrefix(typ, "vera.")
+	if !ok {
+		return false
+	}
+	tokens := 0
+	for {
+		tok, more, found := strings.Cut(rest, ".")
+		if !typeTokenOK(tok) {
+			return false
+		}
+		tokens++
+		if !found {
+			break
+		}
+		rest = more
+	}
+	return tokens >= 2
+}
+
+// Validate checks that e is a complete VERA envelope.
+func (e *Event) Validate() error {
+	var problems []string
+	if e.SpecVersion != SpecVersion {
+		problems = append(problems, fmt.Sprintf("specversion %q is not %q", e.SpecVersion, SpecVersion))
+	}
+	if e.ID == "" {
+		problems = append(problems, "id is empty")
+	}
+	if e.Source == "" {
+		problems = append(problems, "source is empty")
+	}
+	if err := ValidateType(e.Type); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err := ValidateRunID(e.RunID); err != nil {
+		problems = append(problems, "runid: "+err.Error())
+	} else if e.Subject != e.RunID {
+		problems = append(problems, fmt.Sprintf("subject %q differs from runid %q", e.Subject, e.RunID))
+	}
+	if e.Time.IsZero() {
+		problems = append(problems, "time is missing")
+	}
+	if len(e.Data) > 0 && len(e.DataBase64) > 0 {
+		problems = append(problems, "both data and data_base64 are set")
+	}
+	if len(e.Data) > 0 && !e.dataKnownValid() && !json.Valid(e.Data) {
+		problems = append(problems, "data is not valid JSON")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidEvent, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func (e *Event) dataKnownValid() bool {
+	return len(e.checked) == len(e.Data) && len(e.Data) > 0 && &e.checked[0] == &e.Data[0]
+}
+
+// NATSSubject is the subject the event is stored on.
+func (e *Event) NATSSubject() (string, error) { return Subject(e.RunID, e.Type) }
+
+// DecodeData unmarshals the event's JSON data into v.
+func (e *Event) DecodeData(v any) error {
+	if len(e.Data) == 0 {
+		return fmt.Errorf("decode %s %s: event has no JSON data", e.Type, e.ID)
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("decode %s %s: %w", e.Type, e.ID, err)
+	}
+	return nil
+}
+
+// Marshal encodes e as compact single-line JSON (the stored form).
+func (e *Event) Marshal() ([]byte, error) { return e.MarshalJSON() }
+
+// ParseEvent decodes and validates one stored envelope.
+func ParseEvent(raw []byte) (Event, error) {
+	var e Event
+	if err := decodeEnvelope(raw, &e); err != nil {
+		return Event{}, fmt.Errorf("%w: not a JSON envelope: %v", ErrInvalidEvent, err)
+	}
+	e.checked = e.Data
+	if err := e.Validate(); err != nil {
+		return e, err
+	}
+	return e, nil
+}

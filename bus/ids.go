@@ -1,0 +1,158 @@
+package bus
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Clock tells the time. Components take one so that tests and replays can
+// fix it.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now in UTC.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// ClockFunc adapts a function to Clock.
+type ClockFunc func() time.Time
+
+// Now calls f.
+func (f ClockFunc) Now() time.Time { return f() }
+
+// IDSource makes event ids. Ids must be unique and sort in creation order.
+type IDSource interface{ NewID(t time.Time) string }
+
+// ULIDSource makes monotonic ULIDs: ids made in the same millisecond still
+// sort in creation order. It is safe for concurrent use.
+type ULIDSource struct {
+	mu      sync.Mutex
+	entropy *ulid.MonotonicEntropy
+}
+
+// NewULIDSource returns a ULID source reading randomness from r, or from
+// crypto/rand when r is nil. A seeded r makes the ids reproducible.
+func NewULIDSource(r io.Reader) *ULIDSource {
+	if r == nil {
+		r = rand.Reader
+	}
+	return &ULIDSource{entropy: ulid.Monotonic(r, 0)}
+}
+
+// NewID returns a ULID for time t.
+func (s *ULIDSource) NewID(t time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ulid.MustNew(ulid.Timestamp(t), s.entropy).String()
+}
+
+// DeriveID returns the id of a reaction to the event causeID: a ULID with
+// the cause's timestamp whose entropy is a hash of the cause and purpose.
+// A retried or replayed reaction therefore gets the same id, and the
+// stream's deduplication drops the second copy.
+func DeriveID(causeID, purpose string) string {
+	var ms uint64
+	if u, err := ulid.ParseStrict(causeID); err == nil {
+		ms = u.Time()
+	}
+	sum := sha256.Sum256([]byte(causeID + "\x00" + purpose))
+	var id ulid.ULID
+	if err := id.SetTime(ms); err != nil {
+		panic(fmt.Sprintf("derive id: %v", err)) // ms comes from a valid ULID, so it fits
+	}
+	if err := id.SetEntropy(sum[:10]); err != nil {
+		panic(fmt.Sprintf("derive id: %v", err))
+	}
+	return id.String()
+}
+
+// Factory builds envelopes for one component: it stamps the source, the
+// time and a fresh id.
+type Factory struct {
+	Source string   // component name, e.g. "sandboxd"
+	Clock  Clock    // defaults to SystemClock
+	IDs    IDSource // defaults to a crypto-random ULIDSource
+	once   sync.Once
+}
+
+// EventOption adjusts an envelope while it is built.
+type EventOption func(*Event)
+
+// WithID sets the event id (for example one made by DeriveID).
+func WithID(id string) EventOption { return func(e *Event) { e.ID = id } }
+
+// WithTime sets the event time.
+func WithTime(t time.Time) EventOption { return func(e *Event) { e.Time = t.UTC() } }
+
+// CausedBy records cause as the event's cause (causationid).
+func CausedBy(cause Event) EventOption { return func(e *Event) { e.CausationID = cause.ID } }
+
+// ReactionTo records cause and derives the id from it and purpose, so that
+// reacting twice to one event yields one stored event.
+func ReactionTo(cause Event, purpose string) EventOption {
+	return func(e *Event) {
+		e.CausationID = cause.ID
+		e.ID = DeriveID(cause.ID, purpose)
+	}
+}
+
+func (f *Factory) defaults() {
+	f.once.Do(func() {
+		if f.Clock == nil {
+			f.Clock = SystemClock{}
+		}
+		if f.IDs == nil {
+			f.IDs = NewULIDSource(nil)
+		}
+	})
+}
+
+// New builds an event of p's type about run runID.
+func (f *Factory) New(runID string, p Payload, opts ...EventOption) (Event, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return Event{}, fmt.Errorf("encode %s data: %w", p.EventType(), err)
+	}
+	return f.build(runID, p.EventType(), data, true, opts)
+}
+
+// NewRaw builds an event from already-encoded JSON data (nil for none).
+func (f *Factory) NewRaw(runID, typ string, data json.RawMessage, opts ...EventOption) (Event, error) {
+	return f.build(runID, typ, data, false, opts)
+}
+
+func (f *Factory) build(runID, typ string, data json.RawMessage, trusted bool, opts []EventOption) (Event, error) {
+	f.defaults()
+	now := f.Clock.Now().UTC()
+	e := Event{
+		SpecVersion:     SpecVersion,
+		Source:          f.Source,
+		Type:            typ,
+		Subject:         runID,
+		RunID:           runID,
+		Time:            now,
+		DataContentType: ContentTypeJSON,
+		Data:            data,
+	}
+	if trusted {
+		e.checked = data
+	}
+	for _, o := range opts {
+		o(&e)
+	}
+	if e.ID == "" {
+		e.ID = f.IDs.NewID(e.Time)
+	}
+	if err := e.Validate(); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}

@@ -1,0 +1,338 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/bustest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("VERA_BUS_HELPER") != "" {
+		os.Exit(helperProcess())
+	}
+	goleak.VerifyTestMain(m,
+		// nats-server keeps a few process-wide goroutines after Shutdown.
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*srvMemStore).expireMsgs"),
+		goleak.IgnoreTopFunction("time.Sleep"),
+	)
+}
+
+type note struct {
+	N    int    `json:"n"`
+	Text string `json:"text,omitempty"`
+}
+
+func (note) EventType() string { return "vera.ext.note" }
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustEvent(t testing.TB, b *bus.Bus, run string, p bus.Payload, opts ...bus.EventOption) bus.Event {
+	t.Helper()
+	ev, err := b.Events.New(run, p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func TestStreamsConfigured(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	s, err := b.JetStream().Stream(ctx, bus.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.Storage != jetstream.FileStorage || !cfg.DenyDelete || !cfg.DenyPurge || cfg.Duplicates != bus.DefaultDedupWindow ||
+		cfg.MaxMsgSize != bus.DefaultMaxMsgSize || len(cfg.Subjects) != 1 || cfg.Subjects[0] != "vera.run.>" {
+		t.Fatalf("unexpected stream config: %+v", cfg)
+	}
+	if err := s.Purge(ctx); err == nil {
+		t.Error("purge allowed on the event stream")
+	}
+	if _, err := b.JetStream().Stream(ctx, bus.DeadLetterStream); err != nil {
+		t.Fatalf("dead-letter stream: %v", err)
+	}
+	// EnsureStreams is idempotent.
+	if err := b.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPublishDedup(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	ev := mustEvent(t, b, "r1", note{N: 1})
+	a1, err := b.Publish(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := b.Publish(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1.Duplicate || !a2.Duplicate || a1.Sequence != a2.Sequence {
+		t.Fatalf("dedup failed: %+v %+v", a1, a2)
+	}
+	evs, err := b.ReadRun(ctx, "r1")
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("stored %d events (%v), want 1", len(evs), err)
+	}
+	// A reaction derived from its cause lands once however often it is made.
+	r1 := mustEvent(t, b, "r1", note{N: 2}, bus.ReactionTo(ev, "reply"))
+	r2 := mustEvent(t, b, "r1", note{N: 2}, bus.ReactionTo(ev, "reply"))
+	if _, err := b.Publish(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := b.Publish(ctx, r2); err != nil || !a.Duplicate {
+		t.Fatalf("derived reaction not deduplicated: %+v %v", a, err)
+	}
+}
+
+func TestPublishRejectsBadAndHuge(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	bad := mustEvent(t, b, "r1", note{N: 1})
+	bad.Type = "nope"
+	if _, err := b.Publish(ctx, bad); !errors.Is(err, bus.ErrInvalidEvent) {
+		t.Fatalf("bad event: %v", err)
+	}
+	huge := mustEvent(t, b, "r1", note{Text: string(make([]byte, 2<<20))})
+	if _, err := b.Publish(ctx, huge); !errors.Is(err, bus.ErrTooLarge) {
+		t.Fatalf("huge event: %v", err)
+	}
+}
+
+func TestFencingSingleNode(t *testing.T) {
+	_, b := bustest.New(t)
+	testFencing(t, b)
+}
+
+func TestFencingCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test skipped in -short mode")
+	}
+	c := bustest.StartCluster(t, 3)
+	b := bustest.Connect(t, c.URL(), bus.Options{Replicas: 3})
+	testFencing(t, b)
+}
+
+func testFencing(t *testing.T, b *bus.Bus) {
+	ctx := ctxT(t)
+	filter := "vera.run.f1.ext.>"
+	seq, err := b.LastSequence(ctx, filter)
+	if err != nil || seq != 0 {
+		t.Fatalf("LastSequence of empty filter = %d, %v", seq, err)
+	}
+	first, err := b.Publish(ctx, mustEvent(t, b, "f1", note{N: 1}), bus.ExpectLastSequence(filter, 0))
+	if err != nil {
+		t.Fatalf("first fenced publish: %v", err)
+	}
+	// Two writers both believe the last sequence is `first`: one wins.
+	var wins, conflicts atomic.Int32
+	var codes sync.Map
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := b.Publish(ctx, mustEvent(t, b, "f1", note{N: 10 + i}), bus.ExpectLastSequence(filter, first.Sequence))
+			var ce *bus.ConflictError
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, bus.ErrConflict) && errors.As(err, &ce):
+				conflicts.Add(1)
+				codes.Store(ce.Code, true)
+			default:
+				t.Errorf("writer %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if wins.Load() != 1 || conflicts.Load() != 1 {
+		t.Fatalf("wins=%d conflicts=%d, want 1 and 1", wins.Load(), conflicts.Load())
+	}
+	codes.Range(func(k, _ any) bool {
+		if c := k.(int); c != 10071 && c != 10164 {
+			t.Errorf("conflict code %d", c)
+		}
+		return true
+	})
+	// Fencing on the event's own subject.
+	ev := mustEvent(t, b, "f1", note{N: 99})
+	last, _ := b.LastSequence(ctx, "vera.run.f1.ext.note")
+	if _, err := b.Publish(ctx, ev, bus.ExpectLastSequence("", last)); err != nil {
+		t.Fatalf("own-subject fence: %v", err)
+	}
+	if _, err := b.Publish(ctx, mustEvent(t, b, "f1", note{N: 100}), bus.ExpectLastSequence("", last)); !errors.Is(err, bus.ErrConflict) {
+		t.Fatalf("stale own-subject fence: %v", err)
+	}
+	// A retry of an accepted fenced publish is a duplicate, not a conflict.
+	if a, err := b.Publish(ctx, ev, bus.ExpectLastSequence("", last)); err != nil || !a.Duplicate {
+		t.Fatalf("retry of fenced publish: %+v %v", a, err)
+	}
+}
+
+func TestPublishBatch(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	var evs []bus.Event
+	for i := 0; i < 500; i++ {
+		evs = append(evs, mustEvent(t, b, "batch", note{N: i}))
+	}
+	acks, err := b.PublishBatch(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(acks); i++ {
+		if acks[i].Sequence <= acks[i-1].Sequence {
+			t.Fatalf("acks out of order at %d", i)
+		}
+	}
+	// Again: all duplicates, nothing appended.
+	acks2, err := b.PublishBatch(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range acks2 {
+		if !acks2[i].Duplicate {
+			t.Fatalf("event %d appended twice", i)
+		}
+	}
+	got, _ := b.ReadRun(ctx, "batch")
+	if len(got) != 500 {
+		t.Fatalf("stored %d, want 500", len(got))
+	}
+	for i, ev := range got {
+		var n note
+		if err := ev.DecodeData(&n); err != nil || n.N != i {
+			t.Fatalf("event %d out of order: %+v %v", i, n, err)
+		}
+	}
+}
+
+func TestReadOptions(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	var seqs []uint64
+	for i := 0; i < 10; i++ {
+		run := fmt.Sprintf("run%d", i%2)
+		a, err := b.Publish(ctx, mustEvent(t, b, run, note{N: i}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, a.Sequence)
+	}
+	count := func(o bus.ReadOptions) int {
+		n := 0
+		for rec, err := range b.Read(ctx, o) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Err != nil {
+				t.Fatal(rec.Err)
+			}
+			n++
+		}
+		return n
+	}
+	if n := count(bus.ReadOptions{}); n != 10 {
+		t.Errorf("all: %d", n)
+	}
+	if n := count(bus.ReadOptions{RunID: "run1"}); n != 5 {
+		t.Errorf("run1: %d", n)
+	}
+	if n := count(bus.ReadOptions{FromSeq: seqs[6]}); n != 4 {
+		t.Errorf("from seq: %d", n)
+	}
+	if n := count(bus.ReadOptions{RunID: "nope"}); n != 0 {
+		t.Errorf("empty run: %d", n)
+	}
+	if n := count(bus.ReadOptions{Types: []string{"vera.tool.*"}}); n != 0 {
+		t.Errorf("type filter: %d", n)
+	}
+	if n := count(bus.ReadOptions{FromTime: time.Now().Add(time.Hour)}); n != 0 {
+		t.Errorf("from future time: %d", n)
+	}
+
+	// Follow sees events published after it started and stops with ctx.
+	fctx, cancel := context.WithCancel(ctx)
+	got := make(chan int, 100)
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for rec, err := range b.Read(fctx, bus.ReadOptions{RunID: "live", Follow: true}) {
+			if err != nil {
+				done <- err
+				return
+			}
+			var n note
+			_ = rec.Event.DecodeData(&n)
+			got <- n.N
+		}
+	}()
+	if _, err := b.Publish(ctx, mustEvent(t, b, "live", note{N: 42})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != 42 {
+			t.Fatalf("followed %d", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not see a new event")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("follow ended with %v", err)
+	}
+}
+
+func TestBlobs(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	ref, err := b.PutBlob(ctx, data, "application/octet-stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref.Digest != bus.Digest(data) || ref.Size != int64(len(data)) {
+		t.Fatalf("ref %+v", ref)
+	}
+	if _, err := b.PutBlob(ctx, data, ""); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	got, err := b.GetBlob(ctx, ref.Digest)
+	if err != nil || len(got) != len(data) {
+		t.Fatalf("get: %v (%d bytes)", err, len(got))
+	}
+	if ok, _ := b.HasBlob(ctx, ref.Digest); !ok {
+		t.Fatal("HasBlob false")
+	}
+	if _, err := b.GetBlob(ctx, bus.Digest([]byte("absent"))); !errors.Is(err, bus.ErrBlobNotFound) {
+		t.Fatalf("absent blob: %v", err)
+	}
+	if _, err := b.GetBlob(ctx, "md5:abc"); err == nil {
+		t.Fatal("bad digest accepted")
+	}
+}

@@ -1,0 +1,289 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PubAck says where an event was stored. Duplicate is true when the stream
+// already held an event with the same id (a retry or a second import).
+type PubAck struct {
+	Stream    string
+	Sequence  uint64
+	Duplicate bool
+}
+
+// ErrConflict is returned (wrapped in a *ConflictError) when a fenced
+// publish finds that another writer appended first.
+var ErrConflict = errors.New("expected last sequence conflict")
+
+// ErrTooLarge is returned for an event above the stream's message size
+// limit: put the big part in a blob and reference it.
+var ErrTooLarge = errors.New("event exceeds the maximum message size")
+
+// ConflictError describes a lost fencing race.
+type ConflictError struct {
+	Filter   string // subject or wildcard the expectation was about
+	Expected uint64 // the sequence the publisher believed was last
+	Code     int    // JetStream error code: 10071 single node, 10164 replicated
+	Err      error
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("publish fenced on %s at sequence %d: another writer appended first (code %d)", e.Filter, e.Expected, e.Code)
+}
+
+// Unwrap lets errors.Is(err, ErrConflict) match.
+func (e *ConflictError) Unwrap() []error { return []error{ErrConflict, e.Err} }
+
+// PublishOption adjusts one publish.
+type PublishOption func(*publishOptions)
+
+type publishOptions struct {
+	fenced      bool
+	fenceSeq    uint64
+	fenceFilter string
+}
+
+// ExpectLastSequence fences the publish: it succeeds only if the last event
+// stored on filter (a subject or a wildcard such as vera.run.R.agent.>) has
+// sequence seq (0: no event yet). An empty filter means the event's own
+// subject. A lost race returns an error matching ErrConflict.
+func ExpectLastSequence(filter string, seq uint64) PublishOption {
+	return func(o *publishOptions) {
+		o.fenced, o.fenceSeq, o.fenceFilter = true, seq, filter
+	}
+}
+
+func (b *Bus) message(ev *Event) (*nats.Msg, error) {
+	if err := ev.Validate(); err != nil {
+		return nil, err
+	}
+	subj, err := ev.NATSSubject()
+	if err != nil {
+		return nil, err
+	}
+	data, err := ev.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > int(b.opts.MaxMsgSize) {
+		return nil, fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrTooLarge, ev.Type, ev.ID, len(data), b.opts.MaxMsgSize)
+	}
+	return &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}, nil
+}
+
+func (o publishOptions) jsOpts(id, subject string) []jetstream.PublishOpt {
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id), jetstream.WithRetryAttempts(0)}
+	if o.fenced {
+		if o.fenceFilter == "" || o.fenceFilter == subject {
+			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(o.fenceSeq))
+		} else {
+			opts = append(opts, jetstream.WithExpectLastSequenceForSubject(o.fenceSeq, o.fenceFilter))
+		}
+	}
+	return opts
+}
+
+// Publish stores ev on its subject and waits for the stream's ack. The event
+// id goes out as Nats-Msg-Id, so retries after a timeout or a leader change
+// cannot append it twice.
+func (b *Bus) Publish(ctx context.Context, ev Event, opts ...PublishOption) (PubAck, error) {
+	msg, err := b.message(&ev)
+	if err != nil {
+		return PubAck{}, fmt.Errorf("publish %s: %w", ev.Type, err)
+	}
+	var po publishOptions
+	for _, o := range opts {
+		o(&po)
+	}
+	return b.publishMsg(ctx, msg, ev.ID, po)
+}
+
+// PublishRaw stores already-encoded envelope bytes on subject with msgID as
+// Nats-Msg-Id. Import uses it to keep the recorded bytes exactly.
+func (b *Bus) PublishRaw(ctx context.Context, subject, msgID string, data []byte) (PubAck, error) {
+	return b.publishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, msgID, publishOptions{})
+}
+
+func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publishOptions) (PubAck, error) {
+	jsOpts := po.jsOpts(id, msg.Subject)
+	var lastErr error
+	for attempt := 0; attempt <= b.opts.PublishRetries; attempt++ {
+		if attempt > 0 {
+			wait := backoff(attempt)
+			b.log.Warn("publish retry", "subject", msg.Subject, "id", id, "attempt", attempt, "wait", wait, "err", lastErr)
+			select {
+			case <-ctx.Done():
+				return PubAck{}, fmt.Errorf("publish %s: %w (last error: %v)", msg.Subject, ctx.Err(), lastErr)
+			case <-time.After(wait):
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, b.opts.PublishTimeout)
+		ack, err := b.js.PublishMsg(actx, msg, jsOpts...)
+		cancel()
+		if err == nil {
+			return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+		}
+		if ce := conflict(err, po); ce != nil {
+			// The server checks the expected sequence before deduplication,
+			// so a retry of a publish that did land looks like a conflict.
+			// If the last event on the fence is ours, it is a duplicate.
+			if ack, ok := b.alreadyStored(ctx, msg.Subject, id, po); ok {
+				return ack, nil
+			}
+			return PubAck{}, ce
+		}
+		if ctx.Err() != nil || !retryable(err) {
+			return PubAck{}, fmt.Errorf("publish %s: %w", msg.Subject, err)
+		}
+		lastErr = err
+	}
+	return PubAck{}, fmt.Errorf("publish %s: gave up after %d attempts: %w", msg.Subject, b.opts.PublishRetries+1, lastErr)
+}
+
+// PublishBatch publishes events asynchronously and waits for every ack.
+// Events that fail with a retryable error are sent again (same ids, so
+// nothing doubles). The acks come back in the order of evs.
+func (b *Bus) PublishBatch(ctx context.Context, evs []Event) ([]PubAck, error) {
+	msgs := make([]*nats.Msg, len(evs))
+	ids := make([]string, len(evs))
+	for i := range evs {
+		m, err := b.message(&evs[i])
+		if err != nil {
+			return nil, fmt.Errorf("publish batch item %d (%s): %w", i, evs[i].Type, err)
+		}
+		msgs[i], ids[i] = m, evs[i].ID
+	}
+	return b.publishAsync(ctx, msgs, ids)
+}
+
+func (b *Bus) publishAsync(ctx context.Context, msgs []*nats.Msg, ids []string) ([]PubAck, error) {
+	acks := make([]PubAck, len(msgs))
+	pending := make([]int, len(msgs))
+	for i := range pending {
+		pending[i] = i
+	}
+	var lastErr error
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt > b.opts.PublishRetries {
+			return acks, fmt.Errorf("publish batch: %d of %d events unacknowledged after %d attempts: %w", len(pending), len(msgs), attempt, lastErr)
+		}
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return acks, fmt.Errorf("publish batch: %w", ctx.Err())
+			case <-time.After(backoff(attempt)):
+			}
+		}
+		futures := make([]jetstream.PubAckFuture, len(pending))
+		var failed []int
+		for k, i := range pending {
+			f, err := b.js.PublishMsgAsync(msgs[i], jetstream.WithMsgID(ids[i]))
+			if err != nil {
+				if !retryable(err) && !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+					return acks, fmt.Errorf("publish batch item %d: %w", i, err)
+				}
+				lastErr = err
+				failed = append(failed, i)
+				continue
+			}
+			futures[k] = f
+		}
+		for k, i := range pending {
+			f := futures[k]
+			if f == nil {
+				continue
+			}
+			select {
+			case ack := <-f.Ok():
+				acks[i] = PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}
+			case err := <-f.Err():
+				if !retryable(err) {
+					return acks, fmt.Errorf("publish batch item %d: %w", i, err)
+				}
+				lastErr = err
+				failed = append(failed, i)
+			case <-ctx.Done():
+				return acks, fmt.Errorf("publish batch: %w", ctx.Err())
+			}
+		}
+		pending = failed
+	}
+	return acks, nil
+}
+
+func backoff(attempt int) time.Duration {
+	d := 50 * time.Millisecond << min(attempt-1, 5)
+	return min(d, 2*time.Second)
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) ||
+		isAPIErrorCode(err, 10008) // JetStream cluster temporarily unavailable
+}
+
+func isAPIErrorCode(err error, code int) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && int(apiErr.ErrorCode) == code
+}
+
+func conflict(err error, po publishOptions) *ConflictError {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return nil
+	}
+	switch apiErr.ErrorCode {
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		filter := po.fenceFilter
+		if filter == "" {
+			filter = "(own subject)"
+		}
+		return &ConflictError{Filter: filter, Expected: po.fenceSeq, Code: int(apiErr.ErrorCode), Err: err}
+	}
+	return nil
+}
+
+func (b *Bus) alreadyStored(ctx context.Context, subject, id string, po publishOptions) (PubAck, bool) {
+	filter := po.fenceFilter
+	if filter == "" {
+		filter = subject
+	}
+	stream, err := b.js.Stream(ctx, StreamName)
+	if err != nil {
+		return PubAck{}, false
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, filter)
+	if err != nil || last.Header.Get(jetstream.MsgIDHeader) != id {
+		return PubAck{}, false
+	}
+	return PubAck{Stream: StreamName, Sequence: last.Sequence, Duplicate: true}, true
+}
+
+// LastSequence returns the sequence of the last event stored on filter (a
+// subject or wildcard), or 0 when there is none. Use it with
+// ExpectLastSequence to fence a writer.
+func (b *Bus) LastSequence(ctx context.Context, filter string) (uint64, error) {
+	stream, err := b.js.Stream(ctx, StreamName)
+	if err != nil {
+		return 0, fmt.Errorf("open stream %s: %w", StreamName, err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, filter)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("last sequence on %s: %w", filter, err)
+	}
+	return msg.Sequence, nil
+}

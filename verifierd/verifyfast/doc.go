@@ -1,0 +1,31 @@
+// Package verifyfast is the model-free core of VerifyFast, the rapid
+// three-stage audit of LLM-generated reasoning.
+//
+// A VerifyFast run takes an item's context_input and model_output through
+//
+//   - Phase 1, factor decomposition: at most MaxFacts atomic facts and the
+//     reasoning chains (a Decomposition);
+//   - Phase 2 (fact check) and Phase 3 (logic check), run in parallel, each
+//     returning structured Findings: a Level (contradiction, unsupported, or
+//     reasonable_inference, which is not an error), a Severity (high or low)
+//     and the Quote the finding rests on;
+//   - Phase 4, deterministic scoring: Score turns the High and Low error
+//     counts into a credit score 1–5 using the thresholds of a Strategy, so
+//     that no model ever chooses the score.
+//
+// Scores are consolidated into three zones (ZoneOf): BAD 1–2, MID 3 and
+// GOOD 4–5. Confusing BAD with GOOD ("cross-band confusion") is the one
+// unacceptable outcome; BuildReport measures it per profile together with
+// the 3×3 zone confusion matrix, zone accuracy, exact and ±1 match, per-tag
+// results, tokens used and failed items, and renders it as text, JSON or a
+// self-contained HTML page.
+//
+// This package holds what needs no model: the domain types, Phase 4,
+// the settings.yaml and strategy.yaml loaders (LoadSettings, LoadStrategy,
+// with errors naming file, line and field), validation of the input JSONL
+// (ReadItems), reading results JSONL (ReadResults) and the report. The LLM
+// phases, the batch runner and the CLI build on it.
+//
+// Example configuration files ship embedded (DefaultSettings,
+// DefaultStrategy, Defaults).
+package verifyfast

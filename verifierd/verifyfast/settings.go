@@ -1,0 +1,241 @@
+package verifyfast
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Generation holds the model call defaults of settings.yaml.
+type Generation struct {
+	MaxTokens   int     `json:"max_tokens"`
+	Temperature float64 `json:"temperature"`
+}
+
+// The generation defaults used when settings.yaml leaves them out (the
+// spec's example values).
+const (
+	DefaultMaxTokens   = 4000
+	DefaultTemperature = 0.1
+)
+
+// LLM is one entry of settings.yaml llms: an OpenAI-compatible endpoint and
+// model. The API key is never in the file: APIKeyEnv names the environment
+// variable holding it (empty for endpoints that need none).
+type LLM struct {
+	Name            string `json:"name"`
+	BaseURL         string `json:"base_url"`
+	Model           string `json:"model"`
+	APIKeyEnv       string `json:"api_key_env,omitempty"`
+	InferenceEngine string `json:"inference_engine,omitempty"`
+}
+
+// APIKey reads the key from the environment variable named by APIKeyEnv;
+// "" if none is named or it is unset.
+func (l LLM) APIKey() string {
+	if l.APIKeyEnv == "" {
+		return ""
+	}
+	return os.Getenv(l.APIKeyEnv)
+}
+
+// Profile pairs the model that runs the audit phases (Run) with the model
+// that verifies (Verify); both name entries of Settings.LLMs.
+type Profile struct {
+	Name   string `json:"name"`
+	Run    string `json:"run"`
+	Verify string `json:"verify"`
+}
+
+// Settings is a loaded settings.yaml:
+//
+//	defaults:            # optional; these are the built-in values
+//	  max_tokens: 4000
+//	  temperature: 0.1
+//	llms:                # required, at least one
+//	  kimi-k2:
+//	    base_url: "http://127.0.0.1:1234/v1"   # required, http(s)
+//	    model: "Kimi-K2-Instruct-0905"         # required
+//	    api_key_env: "KIMI_API_KEY"            # optional
+//	    inference_engine: "aistudio-vllm"      # optional
+//	profiles:            # required, at least one
+//	  kimi-full:
+//	    run: kimi-k2     # required, an llm above
+//	    verify: kimi-k2  # required, an llm above
+type Settings struct {
+	Defaults Generation         `json:"defaults"`
+	LLMs     map[string]LLM     `json:"llms"`
+	Profiles map[string]Profile `json:"profiles"`
+
+	order []string // profile names in file order
+}
+
+// ProfileNames returns the profile names in file order.
+func (s *Settings) ProfileNames() []string { return slices.Clone(s.order) }
+
+// SelectProfiles returns the named profiles in the order given, or every
+// profile in file order when names is empty. Unknown or repeated names are
+// an error.
+func (s *Settings) SelectProfiles(names []string) ([]Profile, error) {
+	if len(names) == 0 {
+		names = s.order
+	}
+	seen := map[string]bool{}
+	out := make([]Profile, 0, len(names))
+	for _, n := range names {
+		p, ok := s.Profiles[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown profile %q (settings has %s)", n, strings.Join(s.order, ", "))
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("profile %q given twice", n)
+		}
+		seen[n] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	envVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+const nameRule = "names are letters, digits, '.', '_' and '-', starting with a letter or digit"
+
+// LoadSettings reads and validates settings.yaml. Every problem is reported,
+// as a ConfigErrors naming file, line and field.
+func LoadSettings(path string) (*Settings, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSettings(path, data)
+}
+
+// ParseSettings is LoadSettings on data already read; file names it in
+// errors.
+func ParseSettings(file string, data []byte) (*Settings, error) {
+	d := &ydec{file: file}
+	root := d.root(data)
+	if root == nil {
+		return nil, d.err()
+	}
+	s := &Settings{
+		Defaults: Generation{MaxTokens: DefaultMaxTokens, Temperature: DefaultTemperature},
+		LLMs:     map[string]LLM{},
+		Profiles: map[string]Profile{},
+	}
+	type ref struct {
+		name string
+		e    entry
+	}
+	var refs []ref // profile run/verify values, checked once llms are known
+	llmsOK := false
+
+	d.object(root, 1, "", []field{
+		{name: "defaults", decode: func(e entry) {
+			d.object(e.val, e.kn.Line, e.path, []field{
+				{name: "max_tokens", decode: func(e entry) {
+					if v, ok := d.int(e); ok {
+						if v <= 0 {
+							d.failf(e.val.Line, e.path, "must be positive, got %d", v)
+						}
+						s.Defaults.MaxTokens = v
+					}
+				}},
+				{name: "temperature", decode: func(e entry) {
+					if v, ok := d.float(e); ok {
+						if v < 0 || v > 2 {
+							d.failf(e.val.Line, e.path, "must be between 0 and 2, got %v", v)
+						}
+						s.Defaults.Temperature = v
+					}
+				}},
+			}, nil)
+		}},
+		{name: "llms", required: true, decode: func(e entry) {
+			entries, ok := d.mapping(e.val, e.path)
+			llmsOK = ok
+			if ok && len(entries) == 0 {
+				d.failf(e.kn.Line, e.path, "at least one llm is required")
+			}
+			for _, le := range entries {
+				if !nameRE.MatchString(le.key) {
+					d.failf(le.kn.Line, le.path, "bad llm name: %s", nameRule)
+				}
+				llm := LLM{Name: le.key}
+				d.object(le.val, le.kn.Line, le.path, []field{
+					{name: "base_url", required: true, decode: func(e entry) {
+						v, ok := d.nonEmptyStr(e)
+						if !ok {
+							return
+						}
+						u, err := url.Parse(v)
+						if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+							d.failf(e.val.Line, e.path, "want an http:// or https:// URL, got %q", v)
+						}
+						llm.BaseURL = v
+					}},
+					{name: "model", required: true, decode: func(e entry) {
+						llm.Model, _ = d.nonEmptyStr(e)
+					}},
+					{name: "api_key_env", decode: func(e entry) {
+						v, ok := d.str(e)
+						if ok && !envVarRE.MatchString(v) {
+							d.failf(e.val.Line, e.path, "%q is not an environment variable name", v)
+						}
+						llm.APIKeyEnv = v
+					}},
+					{name: "inference_engine", decode: func(e entry) {
+						llm.InferenceEngine, _ = d.str(e)
+					}},
+				}, map[string]string{
+					"api_key": "keys do not belong in settings.yaml: put the key in an environment variable and name the variable in api_key_env",
+				})
+				s.LLMs[le.key] = llm
+			}
+		}},
+		{name: "profiles", required: true, decode: func(e entry) {
+			entries, ok := d.mapping(e.val, e.path)
+			if ok && len(entries) == 0 {
+				d.failf(e.kn.Line, e.path, "at least one profile is required")
+			}
+			for _, pe := range entries {
+				if !nameRE.MatchString(pe.key) {
+					d.failf(pe.kn.Line, pe.path, "bad profile name: %s", nameRule)
+				}
+				p := Profile{Name: pe.key}
+				d.object(pe.val, pe.kn.Line, pe.path, []field{
+					{name: "run", required: true, decode: func(e entry) {
+						if v, ok := d.nonEmptyStr(e); ok {
+							p.Run = v
+							refs = append(refs, ref{v, e})
+						}
+					}},
+					{name: "verify", required: true, decode: func(e entry) {
+						if v, ok := d.nonEmptyStr(e); ok {
+							p.Verify = v
+							refs = append(refs, ref{v, e})
+						}
+					}},
+				}, nil)
+				s.Profiles[pe.key] = p
+				s.order = append(s.order, pe.key)
+			}
+		}},
+	}, nil)
+
+	for _, r := range refs {
+		if _, ok := s.LLMs[r.name]; !ok && llmsOK {
+			d.failf(r.e.val.Line, r.e.path, "unknown llm %q", r.name)
+		}
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
