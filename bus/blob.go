@@ -17,11 +17,12 @@ import (
 
 // BlobRef points at a big payload in the object store by its content digest.
 // Events carry BlobRefs instead of the bytes (invariant 6).
+// (The jsonschema tags feed the catalogue's generated schemas.)
 type BlobRef struct {
-	Digest      string `json:"digest"` // "sha256:<64 hex>"
-	Size        int64  `json:"size"`
-	ContentType string `json:"content_type,omitempty"`
-	Name        string `json:"name,omitempty"`
+	Digest      string `json:"digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$" jsonschema_description:"Content address: 'sha256:' followed by the lowercase hex SHA-256 of the stored bytes. The object's name in the object store."`
+	Size        int64  `json:"size" jsonschema:"minimum=0" jsonschema_description:"Size of the stored bytes."`
+	ContentType string `json:"content_type" jsonschema_description:"Media type of the stored bytes, e.g. text/plain; charset=utf-8, application/json or application/octet-stream."`
+	Name        string `json:"name,omitempty" jsonschema_description:"Optional human-friendly name, e.g. stdout.txt or messages.json."`
 }
 
 // ErrBlobNotFound is returned when no blob has the digest.

@@ -36,6 +36,10 @@ type Options struct {
 	PublishTimeout time.Duration // per publish attempt
 	PublishRetries int           // attempts after a timeout or a missing responder
 
+	// ReadOnly connects without creating or updating streams (for tools
+	// that only read, and for credentials that may not manage streams).
+	ReadOnly bool
+
 	// ConnectWait keeps retrying the first connection for this long; zero
 	// fails at once when no server answers.
 	ConnectWait time.Duration
@@ -160,6 +164,15 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Bus, error) {
 		js:     js,
 		log:    opts.Logger,
 		Events: &Factory{Source: opts.Source, Clock: opts.Clock, IDs: opts.IDs},
+	}
+	if opts.ReadOnly {
+		if _, err := js.Stream(ctx, StreamName); err != nil {
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil, fmt.Errorf("stream %s not found on this server: it holds no VERA runs yet (start the bus with `vera up`)", StreamName)
+			}
+			return nil, fmt.Errorf("open stream %s: %w", StreamName, err)
+		}
+		return b, nil
 	}
 	if err := b.EnsureStreams(ctx); err != nil {
 		return nil, err

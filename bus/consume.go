@@ -185,6 +185,11 @@ func (b *Bus) Consume(ctx context.Context, cfg ConsumerConfig, h Handler) error 
 
 	cc, err := cons.Consume(dispatch,
 		jetstream.PullMaxMessages(min(cfg.MaxAckPending, 500)),
+		// Short pulls with frequent heartbeats: after a leader change the
+		// client notices a dead pull within 2×heartbeat and pulls again
+		// (the defaults take about 30s).
+		jetstream.PullExpiry(10*time.Second),
+		jetstream.PullHeartbeat(2*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, nats.ErrConnectionClosed) {
 				log.Warn("consume", "err", err)
@@ -251,11 +256,23 @@ func (b *Bus) ensureConsumer(ctx context.Context, cfg ConsumerConfig) (jetstream
 		jc.OptStartSeq = existing.CachedInfo().Config.OptStartSeq
 		jc.OptStartTime = existing.CachedInfo().Config.OptStartTime
 	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamName, jc)
-	if err != nil {
-		return nil, fmt.Errorf("create consumer %s on %s: %w", cfg.Durable, StreamName, err)
+	// During a leader election or a restart the API may time out: retry
+	// until ctx ends rather than fail the component.
+	for attempt := 1; ; attempt++ {
+		cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamName, jc)
+		if err == nil {
+			return cons, nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("create consumer %s on %s: %w", cfg.Durable, StreamName, err)
+		}
+		b.log.Warn("create consumer: retrying", "consumer", cfg.Durable, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("create consumer %s on %s: %w", cfg.Durable, StreamName, ctx.Err())
+		case <-time.After(backoff(attempt)):
+		}
 	}
-	return cons, nil
 }
 
 func (b *Bus) handle(ctx context.Context, log interface {
@@ -334,6 +351,7 @@ func (b *Bus) runHandler(ctx context.Context, cfg *ConsumerConfig, m *Message, h
 	var mu sync.Mutex
 	stopped := false
 	var beat *time.Timer
+	mu.Lock() // the callback may fire before beat is assigned
 	beat = time.AfterFunc(every, func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -343,6 +361,7 @@ func (b *Bus) runHandler(ctx context.Context, cfg *ConsumerConfig, m *Message, h
 		_ = m.msg.InProgress()
 		beat.Reset(every)
 	})
+	mu.Unlock()
 	defer func() {
 		mu.Lock()
 		stopped = true

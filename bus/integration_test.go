@@ -21,12 +21,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("VERA_BUS_HELPER") != "" {
 		os.Exit(helperProcess())
 	}
-	goleak.VerifyTestMain(m,
-		// nats-server keeps a few process-wide goroutines after Shutdown.
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*srvMemStore).expireMsgs"),
-		goleak.IgnoreTopFunction("time.Sleep"),
-	)
+	goleak.VerifyTestMain(m, bustest.LeakIgnores...)
 }
 
 type note struct {

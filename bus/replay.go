@@ -19,6 +19,9 @@ type ReadOptions struct {
 	// Follow keeps reading new events as they are stored, until ctx ends.
 	// Without it Read stops at the last event stored when it began.
 	Follow bool
+	// OnlyNew (with Follow) skips what is stored and reads only events
+	// stored from now on.
+	OnlyNew bool
 }
 
 // Record is one stored message as Read returns it. Err is set (and Event is
@@ -46,6 +49,8 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 		}
 		oc := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 		switch {
+		case opts.OnlyNew && opts.Follow:
+			oc.DeliverPolicy = jetstream.DeliverNewPolicy
 		case opts.FromSeq > 0:
 			oc.DeliverPolicy, oc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, opts.FromSeq
 		case !opts.FromTime.IsZero():

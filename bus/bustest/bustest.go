@@ -4,6 +4,8 @@
 package bustest
 
 import (
+	"go.uber.org/goleak"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -194,4 +196,13 @@ func (c *Cluster) Restart(i int) {
 	if err := c.start(i); err != nil {
 		c.tb.Fatalf("restart: %v", err)
 	}
+}
+
+// LeakIgnores are the goroutines goleak may ignore in packages that run an
+// embedded nats-server: a few of its process-wide workers outlive Shutdown.
+// Everything else a test leaves running is a leak.
+var LeakIgnores = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
+	goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*srvMemStore).expireMsgs"),
+	goleak.IgnoreTopFunction("time.Sleep"),
 }

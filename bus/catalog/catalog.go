@@ -10,12 +10,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/vera-run/vera/bus"
 )
 
 // Payload is implemented (with a value receiver) by the Go type of the data
 // member of every catalogued event. EventType returns the CloudEvents type,
 // for example "vera.tool.requested".
-type Payload interface{ EventType() string }
+type Payload = bus.Payload
 
 // Errors returned by Decode and Encode. Test with errors.Is.
 var (

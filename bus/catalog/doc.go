@@ -14,9 +14,9 @@
 // JSON Schemas; EventsMarkdown renders docs/events.md.
 //
 // The envelope (specversion, id, source, type, subject, time,
-// datacontenttype, runid, causationid) lives in package bus. This package
-// imports neither bus nor any component: it depends only on the standard
-// library and github.com/invopop/jsonschema, so that any program can use it.
+// datacontenttype, runid, causationid) lives in package bus, which this
+// package imports for the shared Payload and BlobRef types (bus does not
+// import catalog). It imports no component, so any program can use it.
 //
 // Compatibility: later versions add optional fields to these types; they do
 // not change the shape or meaning of existing ones. Decode ignores unknown

@@ -48,7 +48,7 @@ func EventsMarkdown() []byte {
 	w("It is generated from the Go types of package `bus/catalog`; the JSON Schema of each type's data is generated from the same types.\n\n")
 
 	w("## Contents\n\n")
-	w("- [The envelope](#the-envelope)\n- [Subjects](#subjects)\n- [Outside types: `vera.ext.*`](#outside-types-veraext)\n")
+	w("- [The envelope](#the-envelope)\n- [Subjects](#subjects)\n- [Outside types: `vera.ext.*`](#outside-types-veraext)\n- [Dead letters and export files](#dead-letters-and-export-files)\n")
 	w("- [Compatibility](#compatibility)\n- [Schemas](#schemas)\n- [Conventions](#conventions)\n- [Shared types](#shared-types)\n- [Event index](#event-index)\n")
 	for _, area := range areas() {
 		title := areaHeading(area)
@@ -75,6 +75,14 @@ func EventsMarkdown() []byte {
 	w("Each token after `vera.ext` matches `^[a-z][a-z0-9_]*$`; they use the same envelope and the same subject scheme (`vera.run.<run_id>.ext.<...>`). ")
 	w("The bus carries them like any other event; they are never in this catalogue, and VERA's components ignore them. ")
 	w("More generally every component ignores event types it does not know, so new types never break old consumers.\n\n")
+
+	w("## Dead letters and export files\n\n")
+	w("A message on `vera.run.>` that a consumer cannot use (not a valid envelope, envelope and subject disagree, a permanent handler error, or too many failed attempts) ")
+	w("is stored on the stream `VERA_DLQ`, subject `vera.dlq.<consumer>.<run_id>`, as a JSON record with `reason`, `consumer`, `stream`, `sequence`, `subject`, `deliveries`, `time`, ")
+	w("the event's `event_id`, `event_type` and `run_id` when readable, and the message itself in `data` (JSON) or `data_base64`. `vera events dead-letters` lists them.\n\n")
+	w("`vera events export` writes a run as JSON Lines, one envelope per line as stored. Each big payload the events reference (any object with a `digest` of the form `sha256:<hex>`, see BlobRef) ")
+	w("is written once as a line of type `vera.bus.blob` (its bytes in `data_base64`, `causationid` the first event that references it) just before that event. ")
+	w("These lines never appear on the stream: `vera events import` puts their bytes back into the object store `VERA_BLOBS`.\n\n")
 
 	w("## Compatibility\n\n")
 	w("- Later versions add optional members to `data`; they do not rename, remove or retype members, nor change their meaning.\n")

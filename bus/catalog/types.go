@@ -3,6 +3,8 @@ package catalog
 import (
 	"reflect"
 	"slices"
+
+	"github.com/vera-run/vera/bus"
 )
 
 // enumer is implemented by the string enum types used in payloads. The
@@ -338,12 +340,7 @@ func (z Zone) Valid() bool { return validEnum(z, string(z)) }
 // BlobRef references a payload too big to ride in an event (model I/O, tool
 // output, long answers). The bytes live in VERA's JetStream object store, or
 // in a file under the run's work dir, addressed by their digest.
-type BlobRef struct {
-	Digest      string `json:"digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$" jsonschema_description:"Content address: 'sha256:' followed by the lowercase hex SHA-256 of the stored bytes. The object's name in the object store."`
-	Size        int64  `json:"size" jsonschema:"minimum=0" jsonschema_description:"Size of the stored bytes."`
-	ContentType string `json:"content_type" jsonschema_description:"Media type of the stored bytes, e.g. text/plain; charset=utf-8, application/json or application/octet-stream."`
-	Name        string `json:"name,omitempty" jsonschema_description:"Optional human-friendly name, e.g. stdout.txt or messages.json."`
-}
+type BlobRef = bus.BlobRef
 
 // Output is a capped capture of one output stream (a command's stdout or
 // stderr). Small streams are inline in Head; big ones keep their first and

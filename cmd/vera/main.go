@@ -1,0 +1,181 @@
+// Command vera is VERA's one binary: it starts the embedded bus (`vera up`),
+// and inspects, exports and imports the event stream (`vera events …`).
+// It only parses flags and wires packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command ran and failed
+	exitUsage   = 2 // bad flags or arguments
+)
+
+var version = "dev"
+
+type usageError struct{ error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "vera: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	natsURL   string
+	natsCreds string
+	replicas  int
+	logLevel  string
+	logFormat string
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "vera",
+		Short: "VERA: a research agent in a Docker sandbox, checked by verifiers, on a NATS JetStream event bus",
+		Long: `VERA runs an LLM research agent in a Docker sandbox and checks it. Every
+shell command, model call, note, piece of evidence and verifier verdict is a
+CloudEvents event on the NATS JetStream stream VERA, on the subject
+vera.run.<run_id>.<area>.<event>: watch it live, subscribe from your own
+tools, export a run to a file and import it elsewhere.
+
+Start here:
+  vera up                  start the embedded bus (NATS + JetStream on 127.0.0.1:4222)
+  vera events tail         watch events live (in another terminal)
+  vera events --help       export, import, schemas and dead letters`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.natsURL, "nats-url", envOr("NATS_URL", bus.DefaultURL), "NATS server URL(s), comma-separated (env NATS_URL)")
+	pf.StringVar(&g.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
+	pf.IntVar(&g.replicas, "replicas", envInt("VERA_REPLICAS", 1), "replicas of VERA's streams when they are created: 1, or 3 on a cluster (env VERA_REPLICAS)")
+	pf.StringVar(&g.logLevel, "log-level", envOr("VERA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env VERA_LOG_LEVEL)")
+	pf.StringVar(&g.logFormat, "log-format", envOr("VERA_LOG_FORMAT", "text"), "log format: text or json (env VERA_LOG_FORMAT)")
+
+	root.AddCommand(newUpCmd(g), newEventsCmd(g))
+	return root
+}
+
+func (g *globals) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(g.logFormat) {
+	case "text":
+		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format %q: want text or json", g.logFormat)}
+}
+
+// connect opens the bus for a command. Read-only commands do not create
+// streams.
+func (g *globals) connect(ctx context.Context, source string, readOnly bool, log *slog.Logger) (*bus.Bus, error) {
+	return bus.Connect(ctx, bus.Options{
+		URL: g.natsURL, CredsFile: g.natsCreds, Source: source, ReadOnly: readOnly, Logger: log, Replicas: g.replicas,
+	})
+}
+
+// quietLogger is the logger for short CLI commands: warnings and errors only
+// unless --log-level asks for more.
+func (g *globals) quietLogger(cmd *cobra.Command) (*slog.Logger, error) {
+	if !cmd.Flags().Changed("log-level") && os.Getenv("VERA_LOG_LEVEL") == "" {
+		g.logLevel = "warn"
+	}
+	return g.logger()
+}
+
+// isTerminal reports whether w is a character device (progress lines are
+// only drawn there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress draws a status line on a terminal at most every 200ms.
+type progress struct {
+	w    io.Writer
+	on   bool
+	last time.Time
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w, on: isTerminal(w)} }
+
+func (p *progress) update(format string, args ...any) {
+	if !p.on || time.Since(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "\r\033[K"+format, args...)
+}
+
+func (p *progress) done() {
+	if p.on && !p.last.IsZero() {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
