@@ -1,0 +1,254 @@
+package logic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Errors of LoadFile and ParseFile; the returned errors wrap one of them.
+var (
+	// ErrMalformed: the file is not a well-formed MIRAGE inference result.
+	ErrMalformed = errors.New("malformed inference file")
+	// ErrNoResult: the file is a snapshot without a result; run MIRAGE's
+	// inference on it first.
+	ErrNoResult = errors.New(`no "result"`)
+	// ErrInferenceFailed: the result records a failed model call.
+	ErrInferenceFailed = errors.New("inference failed")
+)
+
+// LoadFile reads one MIRAGE inference-result file. Errors name the file.
+func LoadFile(path string) (InferenceFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return InferenceFile{}, err // "open PATH: no such file or directory"
+		}
+		return InferenceFile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	f, err := ParseFile(data)
+	if err != nil {
+		return InferenceFile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// fileJSON decodes a file with the result left raw, to tell a missing
+// result from a malformed one.
+type fileJSON struct {
+	Snapshot
+	Result json.RawMessage `json:"result"`
+}
+
+// ParseFile parses the bytes of a MIRAGE inference-result file: a JSON
+// object with a task_name and a result object. A snapshot without result
+// is ErrNoResult; a result with "status": "error" (MIRAGE's record of a
+// failed model call) is ErrInferenceFailed.
+func ParseFile(data []byte) (InferenceFile, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return InferenceFile{}, fmt.Errorf("%w: the file is empty", ErrMalformed)
+	}
+	var raw fileJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return InferenceFile{}, describeJSONError(data, err, "")
+	}
+	if raw.TaskName == "" {
+		return InferenceFile{}, fmt.Errorf("%w: no task_name", ErrMalformed)
+	}
+	res := bytes.TrimSpace(raw.Result)
+	if len(res) == 0 || bytes.Equal(res, []byte("null")) {
+		return InferenceFile{}, fmt.Errorf("%w: this is a MIRAGE snapshot, not an inference result (run MIRAGE's inference on it first)", ErrNoResult)
+	}
+	if res[0] != '{' {
+		return InferenceFile{}, fmt.Errorf("%w: \"result\" is %s, want an object", ErrMalformed, jsonKind(res[0]))
+	}
+	var r struct {
+		Result
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return InferenceFile{}, describeJSONError(res, err, "result.")
+	}
+	if r.Status == "error" {
+		return InferenceFile{}, fmt.Errorf("%w: the result records a failed model call: %s", ErrInferenceFailed, clip(r.Error, 200))
+	}
+	return InferenceFile{Snapshot: raw.Snapshot, Result: r.Result}, nil
+}
+
+// describeJSONError turns a decoding error into an ErrMalformed error with
+// a line and column, or the field and types that disagree. prefix is put
+// before field names.
+func describeJSONError(data []byte, err error, prefix string) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := lineCol(data, se.Offset)
+		return fmt.Errorf("%w: invalid JSON at line %d, column %d: %s", ErrMalformed, line, col, se.Error())
+	case errors.As(err, &te):
+		field := strings.TrimPrefix(strings.TrimPrefix(te.Field, "Snapshot."), "Result.")
+		if field == "" {
+			return fmt.Errorf("%w: the top-level JSON value is %s, want an object", ErrMalformed, te.Value)
+		}
+		return fmt.Errorf("%w: field %q is %s, want %s", ErrMalformed, prefix+field, te.Value, kindName(te.Type))
+	default:
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+}
+
+func lineCol(data []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 0), int64(len(data)))
+	before := data[:offset]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(offset) - (bytes.LastIndexByte(before, '\n') + 1)
+	if col == 0 {
+		col = 1
+	}
+	return line, col
+}
+
+// kindName names the JSON kind a Go type decodes.
+func kindName(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	default:
+		return t.String()
+	}
+}
+
+func jsonKind(c byte) string {
+	switch c {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+// Entry is one file found by Walk: its path as given (or as found under a
+// folder given), and the loaded file or the error that stopped it.
+type Entry struct {
+	Path string
+	File InferenceFile
+	Err  error
+}
+
+// Walk yields the inference-result files named by paths, in order: a
+// file is loaded whatever its name; a folder is searched recursively for
+// files whose names end in .json, which are yielded in lexical order of
+// their paths. A path that cannot be read, or a file that cannot be
+// loaded, is yielded with its error and the walk goes on. Files are read
+// one at a time, when the consumer asks for them.
+func Walk(paths []string) iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		for _, p := range paths {
+			info, err := os.Stat(p)
+			if err != nil {
+				if !yield(Entry{Path: p, Err: err}) {
+					return
+				}
+				continue
+			}
+			if !info.IsDir() {
+				f, err := LoadFile(p)
+				if !yield(Entry{Path: p, File: f, Err: err}) {
+					return
+				}
+				continue
+			}
+			files, errs := jsonFilesUnder(p)
+			for _, e := range errs {
+				if !yield(e) {
+					return
+				}
+			}
+			for _, file := range files {
+				f, err := LoadFile(file)
+				if !yield(Entry{Path: file, File: f, Err: err}) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// jsonFilesUnder lists the .json files under root, sorted, and the
+// entries that could not be read.
+func jsonFilesUnder(root string) ([]string, []Entry) {
+	var files []string
+	var errs []Entry
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			errs = append(errs, Entry{Path: path, Err: err})
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".json") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	slices.Sort(files)
+	return files, errs
+}
+
+// Line is one line of the offline verifier's output: the file as given,
+// and either its task name and verdict or an error.
+type Line struct {
+	File           string   `json:"file"`
+	TaskName       string   `json:"task_name,omitempty"`
+	VerifiedResult *Verdict `json:"verified_result,omitempty"`
+	Error          string   `json:"error,omitempty"`
+}
+
+// Check verifies one walked entry into an output line.
+func Check(e Entry) Line {
+	if e.Err != nil {
+		return Line{File: e.Path, Error: e.Err.Error()}
+	}
+	v := Verify(e.File)
+	return Line{File: e.Path, TaskName: e.File.TaskName, VerifiedResult: &v}
+}
+
+// Lines walks paths and verifies each file: the offline verifier's
+// output, one Line per file.
+func Lines(paths []string) iter.Seq[Line] {
+	return func(yield func(Line) bool) {
+		for e := range Walk(paths) {
+			if !yield(Check(e)) {
+				return
+			}
+		}
+	}
+}
