@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -85,14 +86,34 @@ func (b *Bus) PutBlobFile(ctx context.Context, path, contentType string) (BlobRe
 	if err != nil {
 		return BlobRef{}, fmt.Errorf("put blob: hash %s: %w", path, err)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return BlobRef{}, fmt.Errorf("put blob: %w", err)
-	}
 	ref := BlobRef{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: n, ContentType: contentType}
 	return ref, b.putBlob(ctx, ref, f)
 }
 
-func (b *Bus) putBlob(ctx context.Context, ref BlobRef, r io.Reader) error {
+// putBlob stores r (rewound before each attempt) under ref's digest. The
+// object store publishes a big blob's chunks without pacing, and a busy
+// server answers "too many requests" (10167); Put is atomic (a failed put
+// leaves nothing), so it is simply tried again after a pause.
+func (b *Bus) putBlob(ctx context.Context, ref BlobRef, r io.ReadSeeker) error {
+	var err error
+	for attempt := 1; attempt <= 6; attempt++ {
+		if _, serr := r.Seek(0, io.SeekStart); serr != nil {
+			return fmt.Errorf("put blob: %w", serr)
+		}
+		if err = b.putBlobOnce(ctx, ref, r); err == nil || !isAPIErrorCode(err, 10167) && !retryable(err) {
+			return err
+		}
+		b.log.Warn("put blob: server busy; retrying", "digest", ref.Digest, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("put blob %s: %w", ref.Digest, ctx.Err())
+		case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (b *Bus) putBlobOnce(ctx context.Context, ref BlobRef, r io.Reader) error {
 	name, err := objectName(ref.Digest)
 	if err != nil {
 		return err

@@ -158,3 +158,14 @@ func TestSubjects(t *testing.T) {
 		t.Error("129-char run id accepted")
 	}
 }
+
+func TestKeyedID(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, b := KeyedID(t0, "k"), KeyedID(t0, "k")
+	if a != b || a == KeyedID(t0, "other") || a == KeyedID(t0.Add(time.Millisecond), "k") {
+		t.Fatalf("KeyedID not a function of (time, key): %s %s", a, b)
+	}
+	if KeyedID(t0, "k") >= KeyedID(t0.Add(time.Second), "a") {
+		t.Fatal("keyed ids must sort by time")
+	}
+}

@@ -74,6 +74,25 @@ func DeriveID(causeID, purpose string) string {
 	return id.String()
 }
 
+// KeyedID returns a ULID for time t whose entropy is a hash of key: the id
+// of an event that mirrors an outside fact (a Docker event, a log line), so
+// that observing the fact again after a restart yields the same id.
+func KeyedID(t time.Time, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	var id ulid.ULID
+	ms := ulid.Timestamp(t)
+	if ms > ulid.MaxTime() {
+		ms = ulid.MaxTime()
+	}
+	if err := id.SetTime(ms); err != nil {
+		panic(fmt.Sprintf("keyed id: %v", err))
+	}
+	if err := id.SetEntropy(sum[:10]); err != nil {
+		panic(fmt.Sprintf("keyed id: %v", err))
+	}
+	return id.String()
+}
+
 // Factory builds envelopes for one component: it stamps the source, the
 // time and a fresh id.
 type Factory struct {
