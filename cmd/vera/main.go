@@ -46,6 +46,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "vera: %v\n", ee.err)
+		}
+		return ee.code
+	}
 	fmt.Fprintf(stderr, "vera: %v\n", err)
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -110,7 +117,7 @@ Start here:
 	pf.StringVar(&g.logLevel, "log-level", envOr("VERA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env VERA_LOG_LEVEL)")
 	pf.StringVar(&g.logFormat, "log-format", envOr("VERA_LOG_FORMAT", "text"), "log format: text or json (env VERA_LOG_FORMAT)")
 
-	root.AddCommand(newUpCmd(g), newEventsCmd(g))
+	root.AddCommand(newUpCmd(g), newEventsCmd(g), newSandboxdCmd(g), newSandboxCmd(g))
 	return root
 }
 

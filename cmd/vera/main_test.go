@@ -17,6 +17,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/vera-run/vera/internal/dockertest"
+
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 )
@@ -297,3 +300,11 @@ func TestSIGTERMStopsUpGracefully(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
+
+// removeContainers removes the sandbox containers of a run.
+func removeContainers(t *testing.T, run string) {
+	cli := dockertest.Client(t)
+	for _, name := range []string{"vera-" + run, "vera-" + run + "-auditor"} {
+		_ = cli.ContainerRemove(context.Background(), name, container.RemoveOptions{Force: true})
+	}
+}

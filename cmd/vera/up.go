@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/bus/embedded"
 )
 
@@ -30,6 +32,8 @@ func defaultDataDir() string {
 
 func newUpCmd(g *globals) *cobra.Command {
 	var dataDir, listen string
+	var sf sandboxFlags
+	var noSandbox bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run VERA in one process: embedded NATS with JetStream plus the components",
@@ -83,10 +87,29 @@ down.`,
 			fmt.Fprintf(w, "  streams: %s (vera.run.>), %s (vera.dlq.>), object store %s\n", bus.StreamName, bus.DeadLetterStream, bus.BlobBucket)
 			fmt.Fprintf(w, "  watch:   vera events tail --nats-url %s\n", url)
 			fmt.Fprintf(w, "  or:      nats sub --server %s 'vera.run.>'\n", url)
-			fmt.Fprintln(w, "  components: none yet in this release (sandboxd, agent, verifiers and dashboard join as they are built)")
+			var components []string
+			done := make(chan error, 1)
+			if !noSandbox {
+				components = append(components, "sandboxd")
+				go func() {
+					sb, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: catalog.ComponentSandboxd, Logger: log, Replicas: g.replicas})
+					if err != nil {
+						done <- err
+						return
+					}
+					defer sb.Close()
+					done <- runSandboxd(ctx, sb, sf.config(dataDir, g), log)
+				}()
+			} else {
+				close(done)
+			}
+			fmt.Fprintf(w, "  components: %s (agent, verifiers and dashboard join as they are built)\n", strings.Join(components, ", "))
 			fmt.Fprintln(w, "Press Ctrl-C to stop.")
 
 			<-ctx.Done()
+			if err := <-done; err != nil {
+				log.Warn("sandboxd stopped with an error", "err", err)
+			}
 			log.Info("shutting down")
 			if err := b.Close(); err != nil && !errors.Is(err, bus.ErrNoServer) {
 				log.Warn("close bus", "err", err)
@@ -94,6 +117,8 @@ down.`,
 			return nil
 		},
 	}
+	sf.register(cmd)
+	cmd.Flags().BoolVar(&noSandbox, "no-sandboxd", false, "do not run the sandbox daemon in this process")
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where VERA keeps its data; the JetStream store is DIR/nats (env VERA_DATA_DIR)")
 	cmd.Flags().StringVar(&listen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
 	return cmd

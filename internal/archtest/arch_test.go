@@ -22,7 +22,7 @@ var components = []string{
 }
 
 // testOnly are helpers no production package may depend on.
-var testOnly = []string{"internal/scriptedmodel", "bus/bustest", "internal/archtest"}
+var testOnly = []string{"internal/scriptedmodel", "internal/dockertest", "bus/bustest", "sandboxd/image/imagetest", "internal/archtest"}
 
 func under(pkg, root string) bool {
 	p := module + "/" + root

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/sandboxd"
+	"github.com/vera-run/vera/sandboxd/image"
+
+	dockerimage "github.com/docker/docker/api/types/image"
+	dockerclient "github.com/docker/docker/client"
+)
+
+// sandboxFlags are the daemon's settings, shared by `vera sandboxd` and
+// `vera up`.
+type sandboxFlags struct {
+	image          string
+	network        string
+	user           string
+	lab            bool
+	keepContainers bool
+	timeout        time.Duration
+	memory         int64
+	pids           int64
+	cpus           float64
+	concurrency    int
+}
+
+func (f *sandboxFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.image, "image", os.Getenv("VERA_SANDBOX_IMAGE"), "sandbox image; default the one `vera sandbox build` made (env VERA_SANDBOX_IMAGE)")
+	fl.StringVar(&f.network, "network", envOr("VERA_SANDBOX_NETWORK", sandboxd.DefaultNetwork), "Docker network of sandboxes: bridge, none, or a network name")
+	fl.StringVar(&f.user, "user", "", "container user uid:gid; default yours, so files in work dirs are yours")
+	fl.BoolVar(&f.lab, "lab", false, "LAB MODE: run sandboxes privileged as root (no isolation; trusted machines only)")
+	fl.BoolVar(&f.keepContainers, "keep-containers", false, "keep a run's containers after it ends")
+	fl.DurationVar(&f.timeout, "tool-timeout", sandboxd.DefaultTimeout, "default timeout of one command")
+	fl.Int64Var(&f.memory, "memory", sandboxd.DefaultMemory, "memory limit of a sandbox in bytes (also its swap limit)")
+	fl.Int64Var(&f.pids, "pids", sandboxd.DefaultPids, "process limit of a sandbox")
+	fl.Float64Var(&f.cpus, "cpus", sandboxd.DefaultCPUs, "CPU limit of a sandbox")
+	fl.IntVar(&f.concurrency, "concurrency", sandboxd.DefaultConcurrency, "runs served in parallel")
+}
+
+func (f *sandboxFlags) config(dataDir string, g *globals) sandboxd.Config {
+	return sandboxd.Config{
+		Image: f.image, WorkRoot: filepath.Join(dataDir, "runs"), SpoolDir: filepath.Join(dataDir, "sandboxd", "spool"),
+		Network: f.network, User: f.user, Lab: f.lab, KeepContainers: f.keepContainers, DefaultTimeout: f.timeout,
+		Memory: f.memory, PidsLimit: f.pids, CPUs: f.cpus, Concurrency: f.concurrency,
+	}
+}
+
+func newSandboxdCmd(g *globals) *cobra.Command {
+	var f sandboxFlags
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "sandboxd",
+		Short: "Run the Docker sandbox daemon alone (distributed mode)",
+		Long: `Run sandboxd on its own: it consumes vera.tool.requested from the bus, runs
+each command with bash in the run's Docker container (/work read-write from the
+run's work dir, /input read-only), and publishes vera.tool.started and
+vera.tool.finished, plus the containers' logs and Docker events. 'vera up'
+runs it too; use this command to put it on the machine that has Docker.
+
+Safe by default: containers run as your user, unprivileged, with
+no-new-privileges, all capabilities dropped but a few, and pids/memory/CPU
+limits. Destructive commands (rm -rf /, mkfs, dd to a disk, fork bombs,
+shutdown, writes to /work/notes.md) are refused without running.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			b, err := bus.Connect(ctx, bus.Options{URL: g.natsURL, CredsFile: g.natsCreds, Source: catalog.ComponentSandboxd, Logger: log, Replicas: g.replicas, ConnectWait: 30 * time.Second})
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			return runSandboxd(ctx, b, f.config(dataDir, g), log)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where sandboxd keeps work dirs of ad-hoc runs and output spools (env VERA_DATA_DIR)")
+	return cmd
+}
+
+func runSandboxd(ctx context.Context, b *bus.Bus, cfg sandboxd.Config, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}) error {
+	docker, err := sandboxd.NewDockerClient()
+	if err != nil {
+		return err
+	}
+	defer docker.Close()
+	if cfg.Image == "" {
+		cfg.Image = defaultSandboxImage(ctx, docker)
+	}
+	d, err := sandboxd.New(b, docker, cfg)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+func newSandboxCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Build the sandbox image, or run one command through the bus",
+	}
+	cmd.AddCommand(newSandboxBuildCmd(g), newSandboxExecCmd(g))
+	return cmd
+}
+
+// Exit codes of `vera sandbox exec` when the command did not run to an exit.
+const (
+	exitDenied   = 126
+	exitTimedOut = 124
+	exitSandbox  = 125
+)
+
+func newSandboxExecCmd(g *globals) *cobra.Command {
+	var run string
+	var timeout time.Duration
+	var auditor bool
+	cmd := &cobra.Command{
+		Use:   "exec --run ID [--timeout D] -- COMMAND...",
+		Short: "Run one command in a run's sandbox through the bus and print the result",
+		Long: `Publish a vera.tool.requested for the run, wait for sandboxd's
+vera.tool.finished, print the command's stdout and stderr, and exit with its
+exit code. A debugging aid, and a demo of the event path: the request and
+its result are on the stream like any other.
+
+Exit status: the command's own, or 126 when a deny rule refused it, 124 when
+it timed out, 125 when the sandbox could not run it.`,
+		Example: `  vera sandbox exec --run r42 -- ls -la /work
+  vera sandbox exec --run r42 -- 'cd /work && python3 -c "print(6*7)"'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := bus.ValidateRunID(run); err != nil {
+				return usageError{fmt.Errorf("--run: %w", err)}
+			}
+			log, err := g.quietLogger(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			b, err := g.connect(ctx, catalog.ComponentCLI, false, log)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			requester := catalog.RequesterCLI
+			if auditor {
+				requester = catalog.RequesterAuditor
+			}
+			tf, err := sandboxExec(ctx, b, run, strings.Join(args, " "), requester, timeout)
+			if err != nil {
+				return err
+			}
+			if err := writeOutput(ctx, b, g.stdout, tf.Stdout); err != nil {
+				return err
+			}
+			if err := writeOutput(ctx, b, g.stderr, tf.Stderr); err != nil {
+				return err
+			}
+			switch {
+			case tf.Denied:
+				return exitError{exitDenied, fmt.Errorf("denied by rule %s: %s", tf.DenyRule, tf.Error)}
+			case tf.TimedOut:
+				return exitError{exitTimedOut, errors.New(tf.Error)}
+			case tf.ExitCode < 0:
+				return exitError{exitSandbox, errors.New(tf.Error)}
+			case tf.ExitCode != 0:
+				return exitError{tf.ExitCode, nil}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&run, "run", "", "the run whose sandbox runs the command (required)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (default: the run's or sandboxd's)")
+	cmd.Flags().BoolVar(&auditor, "auditor", false, "run as the auditor (its container mounts /work read-only)")
+	return cmd
+}
+
+// sandboxExec publishes one request and waits for its result.
+func sandboxExec(ctx context.Context, b *bus.Bus, run, command string, requester catalog.Requester, timeout time.Duration) (catalog.ToolFinished, error) {
+	ev, err := b.Events.New(run, catalog.ToolRequested{
+		Requester: requester, Tool: catalog.ToolShell, Command: command, TimeoutMS: timeout.Milliseconds(),
+	})
+	if err != nil {
+		return catalog.ToolFinished{}, err
+	}
+	// The request id is the event id: unique, and known before publishing.
+	var req catalog.ToolRequested
+	_ = ev.DecodeData(&req)
+	req.RequestID = "cli-" + ev.ID
+	if ev, err = b.Events.New(run, req, bus.WithID(ev.ID)); err != nil {
+		return catalog.ToolFinished{}, err
+	}
+	ack, err := b.Publish(ctx, ev)
+	if err != nil {
+		return catalog.ToolFinished{}, err
+	}
+	for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: run, Types: []string{catalog.TypeToolFinished}, FromSeq: ack.Sequence, Follow: true}) {
+		if err != nil {
+			return catalog.ToolFinished{}, err
+		}
+		var tf catalog.ToolFinished
+		if rec.Err != nil || rec.Event.DecodeData(&tf) != nil || tf.RequestID != req.RequestID {
+			continue
+		}
+		return tf, nil
+	}
+	return catalog.ToolFinished{}, fmt.Errorf("no result for %s: %w", req.RequestID, ctx.Err())
+}
+
+// writeOutput prints a captured stream whole: from its blob when the event
+// holds only its head and tail.
+func writeOutput(ctx context.Context, b *bus.Bus, w io.Writer, o catalog.Output) error {
+	if o.Truncated && o.Blob != nil {
+		data, err := b.GetBlob(ctx, o.Blob.Digest)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	data := []byte(o.Head + o.Tail)
+	if o.Encoding == "base64" {
+		head, _ := base64.StdEncoding.DecodeString(o.Head)
+		tail, _ := base64.StdEncoding.DecodeString(o.Tail)
+		data = append(head, tail...)
+	}
+	_, err := w.Write(data)
+	return err
+}
+
+// exitError makes the CLI exit with a given code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func newSandboxBuildCmd(g *globals) *cobra.Command {
+	var opts image.Options
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "build [--offline]",
+		Short: "Build the sandbox image (reused when its recipe has not changed)",
+		Long: `Build VERA's sandbox image: Debian with bash, coreutils, python3 (venv, pip),
+curl, wget, ca-certificates, git and jq, /work/.venv first on PATH and caches
+under /work/.cache.
+
+Two paths, one recipe:
+  (default)   docker build from the repository's Dockerfile on --base-image
+              (needs a registry that has the base image)
+  --offline   debootstrap from the Debian mirror in this machine's apt sources,
+              then docker import (no registry needed; needs root and the
+              debootstrap and debian-archive-keyring packages)
+
+The tag is vera-sandbox:<hash of the recipe>; if an image with that tag
+exists it is reused at once.`,
+		Example: `  vera sandbox build --offline
+  vera sandbox build --base-image debian:bookworm-slim`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cli, err := image.Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			opts.Progress = g.stderr
+			opts.Logger = log
+			opts.KeepWorkDir = keep
+			res, err := image.Build(ctx, cli, opts)
+			if err != nil {
+				return err
+			}
+			how := "built"
+			if res.Reused {
+				how = "already present, reused"
+			}
+			fmt.Fprintf(g.stderr, "sandbox image %s (%s, %s in %s)\n", res.Tag, how, humanBytes(res.Size), res.Duration.Round(time.Millisecond))
+			fmt.Fprintln(g.stdout, res.Tag)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Offline, "offline", false, "build with debootstrap and docker import, without a registry")
+	cmd.Flags().StringVar(&opts.BaseImage, "base-image", "", "base image of the Dockerfile build (default "+image.DefaultBaseImage+")")
+	cmd.Flags().StringVar(&opts.Suite, "suite", "", "Debian suite of the offline build (default: this machine's)")
+	cmd.Flags().StringVar(&opts.Mirror, "mirror", "", "Debian mirror of the offline build (default: this machine's apt sources)")
+	cmd.Flags().BoolVar(&keep, "keep-rootfs", false, "keep the offline build's root filesystem directory")
+	return cmd
+}
+
+// defaultSandboxImage is the image `vera sandbox build` makes on this
+// machine: the offline one if it exists, else the online one.
+func defaultSandboxImage(ctx context.Context, docker interface {
+	ImageInspect(context.Context, string, ...dockerclient.ImageInspectOption) (dockerimage.InspectResponse, error)
+}) string {
+	offline := image.Tag(image.Options{Offline: true})
+	online := image.Tag(image.Options{})
+	for _, tag := range []string{offline, online} {
+		if _, err := docker.ImageInspect(ctx, tag); err == nil {
+			return tag
+		}
+	}
+	return offline
+}

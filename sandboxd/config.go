@@ -1,0 +1,121 @@
+package sandboxd
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vera-run/vera/bus"
+)
+
+// Defaults for Config.
+const (
+	DefaultTimeout   = 900 * time.Second
+	DefaultMemory    = 2 << 30 // bytes
+	DefaultPids      = 512
+	DefaultCPUs      = 1.0
+	DefaultNetwork   = "bridge"
+	DefaultHeadBytes = 8 << 10
+	DefaultTailBytes = 8 << 10
+	DefaultSpoolMax  = 1 << 30
+	// DefaultConcurrency is how many runs execute commands at once.
+	DefaultConcurrency = 8
+)
+
+// Container paths.
+const (
+	WorkMount  = "/work"
+	InputMount = "/input"
+	NotesPath  = "/work/notes.md"
+)
+
+// Config configures the daemon.
+type Config struct {
+	// Image is the sandbox image used when a run names none.
+	Image string
+	// WorkRoot holds the work dirs of runs that were not submitted with one
+	// (e.g. `vera sandbox exec` on a fresh run id): WorkRoot/<run_id>/work.
+	WorkRoot string
+	// SpoolDir keeps every running command's output on disk.
+	SpoolDir string
+	// Network is the Docker network mode for runs with network access:
+	// "bridge", "none", or the name of a user-defined network.
+	Network string
+	// User is the container user "uid:gid"; default the daemon's own, so
+	// files in the work dir belong to whoever runs VERA.
+	User string
+	// Lab runs every container privileged as root (the spec's lab mode).
+	Lab bool
+	// KeepContainers leaves containers in place when their run ends.
+	KeepContainers bool
+
+	DefaultTimeout time.Duration // per command, when the request sets none
+	Memory         int64         // bytes, also the swap limit
+	PidsLimit      int64
+	CPUs           float64
+
+	HeadBytes, TailBytes int   // output kept inline in the event, per stream
+	SpoolMax             int64 // most bytes of one stream kept for its blob
+
+	Concurrency int // runs served in parallel
+	Logger      *slog.Logger
+	Clock       bus.Clock
+}
+
+func (c *Config) setDefaults() error {
+	if c.Image == "" {
+		return fmt.Errorf("sandboxd: no sandbox image configured (build one with `vera sandbox build`)")
+	}
+	if c.WorkRoot == "" || c.SpoolDir == "" {
+		return fmt.Errorf("sandboxd: WorkRoot and SpoolDir are required")
+	}
+	if c.Network == "" {
+		c.Network = DefaultNetwork
+	}
+	if c.User == "" {
+		c.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = DefaultTimeout
+	}
+	if c.Memory <= 0 {
+		c.Memory = DefaultMemory
+	}
+	if c.PidsLimit <= 0 {
+		c.PidsLimit = DefaultPids
+	}
+	if c.CPUs <= 0 {
+		c.CPUs = DefaultCPUs
+	}
+	if c.HeadBytes <= 0 {
+		c.HeadBytes = DefaultHeadBytes
+	}
+	if c.TailBytes <= 0 {
+		c.TailBytes = DefaultTailBytes
+	}
+	if c.SpoolMax <= 0 {
+		c.SpoolMax = DefaultSpoolMax
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = bus.SystemClock{}
+	}
+	for _, d := range []string{c.WorkRoot, c.SpoolDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("sandboxd: %w", err)
+		}
+	}
+	abs, err := filepath.Abs(c.WorkRoot)
+	if err != nil {
+		return fmt.Errorf("sandboxd: work root: %w", err)
+	}
+	c.WorkRoot = abs
+	return nil
+}

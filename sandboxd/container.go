@@ -1,0 +1,263 @@
+package sandboxd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/vera-run/vera/bus/catalog"
+)
+
+// Labels on every sandbox container.
+const (
+	LabelManaged = "vera.managed"
+	LabelRun     = "vera.run"
+	LabelRole    = "vera.role"
+)
+
+// role is the requester class a container serves.
+type role string
+
+const (
+	roleAgent   role = "agent"
+	roleAuditor role = "auditor"
+)
+
+func roleOf(r catalog.Requester) role {
+	if r == catalog.RequesterAuditor {
+		return roleAuditor
+	}
+	return roleAgent
+}
+
+// ContainerName is the name of the run's container for a role.
+func ContainerName(runID string, r role) string {
+	if r == roleAuditor {
+		return "vera-" + runID + "-auditor"
+	}
+	return "vera-" + runID
+}
+
+// capabilities kept when all are dropped: what a package install and
+// file ownership changes by root inside the container need. Everything
+// else (NET_RAW, SYS_*, MKNOD, AUDIT_*, …) is dropped.
+var keptCapabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETGID", "SETUID", "KILL"}
+
+// box is a running sandbox container.
+type box struct {
+	name, id string
+	role     role
+	env      map[string]string // the container's own environment
+}
+
+// mounts returns the work and input dirs of a run.
+func (d *Daemon) dirs(rs *runState) (work, input string, err error) {
+	work = filepath.Join(d.cfg.WorkRoot, rs.id, "work")
+	if rs.cfg != nil && rs.cfg.WorkDir != "" {
+		work = rs.cfg.WorkDir
+	}
+	if rs.cfg != nil {
+		input = rs.cfg.InputDir
+	}
+	if work, err = filepath.Abs(work); err != nil {
+		return "", "", err
+	}
+	if input != "" {
+		if input, err = filepath.Abs(input); err != nil {
+			return "", "", err
+		}
+		if st, err := os.Stat(input); err != nil || !st.IsDir() {
+			return "", "", fmt.Errorf("input dir %s is not a directory", input)
+		}
+	}
+	return work, input, nil
+}
+
+// prepareWorkDir creates the work dir and, if it had to create it while
+// running as root for another user, hands it to that user.
+func (d *Daemon) prepareWorkDir(work string) error {
+	if _, err := os.Stat(work); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return fmt.Errorf("create work dir: %w", err)
+	}
+	uid, gid, ok := numericUser(d.cfg.User)
+	if ok && os.Getuid() == 0 && uid != 0 {
+		if err := os.Chown(work, uid, gid); err != nil {
+			return fmt.Errorf("hand work dir to %s: %w", d.cfg.User, err)
+		}
+	}
+	return nil
+}
+
+func numericUser(u string) (uid, gid int, ok bool) {
+	a, b, found := strings.Cut(u, ":")
+	uid, err1 := strconv.Atoi(a)
+	gid, err2 := strconv.Atoi(b)
+	return uid, gid, found && err1 == nil && err2 == nil
+}
+
+// ensureBox returns the run's running container for the role, creating or
+// restarting it as needed.
+func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, error) {
+	name := ContainerName(rs.id, r)
+	if b := rs.boxes[r]; b != nil {
+		if info, err := d.docker.ContainerInspect(ctx, b.id); err == nil && info.State != nil && info.State.Running {
+			return b, nil
+		}
+	}
+	info, err := d.docker.ContainerInspect(ctx, name)
+	switch {
+	case err == nil && info.State != nil && info.State.Running:
+	case err == nil:
+		d.log.Warn("sandbox container not running; starting it", "container", name, "status", info.State.Status, "oom_killed", info.State.OOMKilled)
+		if err := d.docker.ContainerStart(ctx, info.ID, container.StartOptions{}); err != nil {
+			d.log.Warn("restart failed; recreating", "container", name, "err", err)
+			_ = d.docker.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true})
+			if info, err = d.createBox(ctx, rs, r, name); err != nil {
+				return nil, err
+			}
+		} else if info, err = d.docker.ContainerInspect(ctx, info.ID); err != nil {
+			return nil, dockerErr("inspect container", err)
+		}
+	case errdefs.IsNotFound(err):
+		if info, err = d.createBox(ctx, rs, r, name); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, dockerErr("inspect container", err)
+	}
+	b := &box{name: name, id: info.ID, role: r, env: envMap(info.Config.Env)}
+	rs.boxes[r] = b
+	d.followLogs(b, rs.id)
+	return b, nil
+}
+
+func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name string) (container.InspectResponse, error) {
+	work, input, err := d.dirs(rs)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	if err := d.prepareWorkDir(work); err != nil {
+		return container.InspectResponse{}, err
+	}
+	img := d.cfg.Image
+	lab := d.cfg.Lab
+	network := d.cfg.Network
+	if c := rs.cfg; c != nil {
+		if c.Sandbox.Image != "" {
+			img = c.Sandbox.Image
+		}
+		lab = lab || c.Sandbox.Lab
+		if !c.Sandbox.Network {
+			network = "none"
+		}
+	}
+	if _, err := d.docker.ImageInspect(ctx, img); err != nil {
+		if errdefs.IsNotFound(err) {
+			return container.InspectResponse{}, fmt.Errorf("sandbox image %s is missing: build it with `vera sandbox build --offline`", img)
+		}
+		return container.InspectResponse{}, dockerErr("inspect image", err)
+	}
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: work, Target: WorkMount, ReadOnly: r == roleAuditor}}
+	if input != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: input, Target: InputMount, ReadOnly: true})
+	}
+	init := true
+	cfg := &container.Config{
+		Image:      img,
+		Cmd:        []string{"sleep", "infinity"},
+		User:       d.cfg.User,
+		WorkingDir: WorkMount,
+		Env:        []string{"HOME=/tmp", "VERA_RUN_ID=" + rs.id, "VERA_ROLE=" + string(r)},
+		Labels:     map[string]string{LabelManaged: "true", LabelRun: rs.id, LabelRole: string(r)},
+	}
+	host := &container.HostConfig{
+		Mounts:      mounts,
+		NetworkMode: container.NetworkMode(network),
+		Init:        &init,
+		Resources: container.Resources{
+			Memory:     d.cfg.Memory,
+			MemorySwap: d.cfg.Memory,
+			PidsLimit:  &d.cfg.PidsLimit,
+			NanoCPUs:   int64(d.cfg.CPUs * 1e9),
+		},
+	}
+	if lab {
+		cfg.User = "0:0"
+		host.Privileged = true
+		d.log.Warn("LAB MODE: sandbox container runs PRIVILEGED as root; isolation is off", "run", rs.id, "container", name)
+	} else {
+		host.CapDrop = []string{"ALL"}
+		host.CapAdd = keptCapabilities
+		host.SecurityOpt = []string{"no-new-privileges:true"}
+	}
+	created, err := d.docker.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if err != nil {
+		if errdefs.IsConflict(err) { // created concurrently: use it
+			return d.docker.ContainerInspect(ctx, name)
+		}
+		return container.InspectResponse{}, dockerErr("create container", err)
+	}
+	if err := d.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		_ = d.docker.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
+		return container.InspectResponse{}, dockerErr("start container", err)
+	}
+	d.log.Info("sandbox container started", "run", rs.id, "container", name, "image", img, "network", network, "user", cfg.User, "lab", lab)
+	if lab {
+		d.emitLabMode(ctx, rs.id, name, created.ID)
+	}
+	if r == roleAgent {
+		// /work/.venv first on PATH (the image sets it) so that pip install
+		// works without root; caches live in /work/.cache.
+		if _, err := d.execSimple(ctx, created.ID, cfg.User, "mkdir -p /work/.cache && { [ -x /work/.venv/bin/python ] || python3 -m venv /work/.venv; }"); err != nil {
+			d.log.Warn("bootstrap /work/.venv failed", "run", rs.id, "err", err)
+		}
+	}
+	return d.docker.ContainerInspect(ctx, created.ID)
+}
+
+// removeBoxes removes every container of a run.
+func (d *Daemon) removeBoxes(ctx context.Context, runID string) error {
+	list, err := d.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelRun+"="+runID))})
+	if err != nil {
+		return dockerErr("list containers", err)
+	}
+	var errs []error
+	for _, c := range list {
+		if err := d.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// dockerErr wraps a Docker error, saying so plainly when the engine is not
+// reachable.
+func dockerErr(what string, err error) error {
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("%s: Docker is not reachable (is the engine running? DOCKER_HOST=%q): %w", what, os.Getenv("DOCKER_HOST"), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,442 @@
+package sandboxd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/sandboxd/policy"
+)
+
+// Durable consumer names.
+const (
+	ConsumerRequests = "sandboxd"
+	ConsumerControl  = "sandboxd-control"
+)
+
+// Daemon is the sandbox daemon. Create it with New and run it with Run.
+type Daemon struct {
+	cfg    Config
+	bus    *bus.Bus
+	docker *client.Client
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	runs map[string]*runState
+
+	bg        sync.WaitGroup // log followers and the event watcher
+	bgCtx     context.Context
+	bgCancel  context.CancelFunc
+	following map[string]bool // container id → a log follower runs
+}
+
+// runState is what the daemon knows of one run, rebuilt from the stream.
+type runState struct {
+	id string
+
+	mu       sync.Mutex // held while a request of the run is handled
+	loaded   bool
+	cfg      *catalog.RunConfig
+	started  map[string]bool
+	finished map[string]bool
+	requests map[string]recordedRequest // request id → the request, for recovery
+	boxes    map[role]*box
+
+	ctl       sync.Mutex // guards ended and interrupt, never held long
+	ended     bool
+	interrupt chan struct{}
+}
+
+// recordedRequest is a tool request as stored.
+type recordedRequest struct {
+	event bus.Event
+	req   catalog.ToolRequested
+}
+
+// New makes a daemon that talks to Docker through docker (API version
+// negotiated) and to the bus through b.
+func New(b *bus.Bus, docker *client.Client, cfg Config) (*Daemon, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Daemon{
+		cfg: cfg, bus: b, docker: docker, log: cfg.Logger.With("component", "sandboxd"),
+		runs: map[string]*runState{}, following: map[string]bool{},
+	}, nil
+}
+
+// NewDockerClient connects to the Docker Engine from the environment
+// (DOCKER_HOST etc.) with API version negotiation.
+func NewDockerClient() (*client.Client, error) {
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return c, nil
+}
+
+// Run serves until ctx ends, then drains: commands in flight may finish
+// (bounded by the consumer's drain timeout, after which they are killed and
+// reported as interrupted).
+func (d *Daemon) Run(ctx context.Context) error {
+	d.bgCtx, d.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		d.bgCancel()
+		d.bg.Wait()
+	}()
+	if _, err := d.docker.Ping(ctx); err != nil {
+		d.log.Error("Docker is not reachable; requests will be answered with an error until it is", "err", err)
+	} else {
+		d.reapOrphans(ctx)
+	}
+	d.bg.Add(1)
+	go func() { defer d.bg.Done(); d.watchDockerEvents(d.bgCtx) }()
+
+	errs := make(chan error, 2)
+	go func() {
+		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
+			Durable: ConsumerRequests, Types: []string{catalog.TypeToolRequested},
+			Concurrency: d.cfg.Concurrency, AckWait: 30 * time.Second, MaxDeliver: 5,
+		}, d.handleRequest)
+	}()
+	go func() {
+		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
+			Durable: ConsumerControl, Types: []string{catalog.TypeRunFinished, catalog.TypeRunCancelled},
+			Concurrency: 4,
+		}, d.handleControl)
+	}()
+	d.log.Info("sandboxd serving", "image", d.cfg.Image, "network", d.cfg.Network, "user", d.cfg.User, "lab", d.cfg.Lab)
+	var first error
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// run returns the run's state, loading it from the stream on first use.
+func (d *Daemon) run(ctx context.Context, id string) (*runState, error) {
+	d.mu.Lock()
+	rs := d.runs[id]
+	if rs == nil {
+		rs = &runState{id: id, started: map[string]bool{}, finished: map[string]bool{}, requests: map[string]recordedRequest{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
+		d.runs[id] = rs
+	}
+	d.mu.Unlock()
+	return rs, nil
+}
+
+// load rebuilds the run's state from its events. Called with rs.mu held.
+func (d *Daemon) load(ctx context.Context, rs *runState) error {
+	if rs.loaded {
+		return nil
+	}
+	types := []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted, catalog.TypeToolRequested, catalog.TypeToolStarted, catalog.TypeToolFinished, catalog.TypeRunFinished, catalog.TypeRunCancelled}
+	for rec, err := range d.bus.Read(ctx, bus.ReadOptions{RunID: rs.id, Types: types}) {
+		if err != nil {
+			return fmt.Errorf("load run %s: %w", rs.id, err)
+		}
+		if rec.Err != nil {
+			continue
+		}
+		p, err := catalog.Decode(rec.Event.Type, rec.Event.Data)
+		if err != nil {
+			continue
+		}
+		switch v := p.(type) {
+		case *catalog.TaskSubmitted:
+			if rs.cfg == nil {
+				c := v.RunConfig
+				rs.cfg = &c
+			}
+		case *catalog.RunStarted:
+			c := v.Config
+			rs.cfg = &c
+		case *catalog.ToolRequested:
+			id := v.RequestID
+			if id == "" {
+				id = rec.Event.ID
+			}
+			if _, seen := rs.requests[id]; !seen {
+				rs.requests[id] = recordedRequest{event: rec.Event, req: *v}
+			}
+		case *catalog.ToolStarted:
+			rs.started[v.RequestID] = true
+		case *catalog.ToolFinished:
+			rs.finished[v.RequestID] = true
+		case *catalog.RunFinished, *catalog.RunCancelled:
+			rs.markEnded()
+		}
+	}
+	rs.loaded = true
+	return nil
+}
+
+func (rs *runState) markEnded() {
+	rs.ctl.Lock()
+	defer rs.ctl.Unlock()
+	if !rs.ended {
+		rs.ended = true
+		close(rs.interrupt)
+	}
+}
+
+func (rs *runState) isEnded() bool {
+	rs.ctl.Lock()
+	defer rs.ctl.Unlock()
+	return rs.ended
+}
+
+func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
+	rs, _ := d.run(ctx, m.Event.RunID)
+	rs.markEnded() // interrupts a command in flight
+	if m.Event.Type != catalog.TypeRunFinished && m.Event.Type != catalog.TypeRunCancelled {
+		return nil
+	}
+	rs.mu.Lock() // wait for the request in flight to be reported
+	defer rs.mu.Unlock()
+	if !d.cfg.KeepContainers {
+		if err := d.removeBoxes(ctx, rs.id); err != nil {
+			d.log.Warn("remove containers of an ended run", "run", rs.id, "err", err)
+			return err
+		}
+		rs.boxes = map[role]*box{}
+		d.log.Info("run ended; containers removed", "run", rs.id)
+	}
+	return nil
+}
+
+// handleRequest runs one vera.tool.requested at most once.
+func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
+	var req catalog.ToolRequested
+	if err := m.Event.DecodeData(&req); err != nil {
+		return bus.Permanent(err)
+	}
+	rs, _ := d.run(ctx, m.Event.RunID)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err := d.load(ctx, rs); err != nil {
+		return err // the bus failed us: retry later
+	}
+	if req.RequestID == "" {
+		req.RequestID = m.Event.ID
+	}
+	if rs.finished[req.RequestID] {
+		return nil // answered already (redelivery, or a replayed request)
+	}
+	log := d.log.With("run", rs.id, "request", req.RequestID)
+	token := fileToken(req.RequestID)
+	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
+	finish := func(tf catalog.ToolFinished) error { return d.finish(ctx, rs, m.Event, req, tf) }
+	failed := func(format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		log.Warn("request not run", "reason", msg)
+		return finish(catalog.ToolFinished{ExitCode: -1, Error: msg})
+	}
+
+	if rs.started[req.RequestID] {
+		return d.reportInterrupted(ctx, rs, m.Event, req)
+	}
+	if req.Command == "" {
+		return failed("empty command")
+	}
+	if req.Tool != "" && req.Tool != catalog.ToolShell {
+		return failed("unknown tool %q: only shell exists", req.Tool)
+	}
+	if rs.isEnded() {
+		return failed("the run has ended; the command was not run")
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = WorkMount
+	}
+	if dec := policy.CheckIn(req.Command, cwd); dec.Denied {
+		log.Warn("command denied", "rule", dec.Rule, "reason", dec.Reason)
+		return finish(catalog.ToolFinished{ExitCode: -1, Denied: true, DenyRule: dec.Rule, Error: dec.Reason})
+	}
+	b, err := d.ensureBox(ctx, rs, roleOf(req.Requester))
+	if err != nil {
+		return failed("sandbox unavailable: %v", err)
+	}
+	timeout := d.cfg.DefaultTimeout
+	if rs.cfg != nil && rs.cfg.Sandbox.ToolTimeoutMS > 0 {
+		timeout = time.Duration(rs.cfg.Sandbox.ToolTimeoutMS) * time.Millisecond
+	}
+	if req.TimeoutMS > 0 {
+		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return failed("spool: %v", err)
+	}
+	stdout := newCapture(filepath.Join(spool, token+".stdout"), d.cfg.HeadBytes, d.cfg.TailBytes, d.cfg.SpoolMax)
+	stderr := newCapture(filepath.Join(spool, token+".stderr"), d.cfg.HeadBytes, d.cfg.TailBytes, d.cfg.SpoolMax)
+	var startErr error
+	user := d.cfg.User
+	if d.cfg.Lab || (rs.cfg != nil && rs.cfg.Sandbox.Lab) {
+		user = "0:0"
+	}
+	before := map[string]string{}
+	for k, v := range b.env {
+		before[k] = v
+	}
+	for k, v := range req.Env {
+		before[k] = v
+	}
+	res := d.execute(ctx, execRequest{
+		box: b, user: user, command: req.Command, cwd: cwd, env: req.Env, timeout: timeout, token: token,
+		stdout: stdout, stderr: stderr, interrup: rs.interrupt,
+		started: func(execID string, at time.Time) {
+			ev, err := d.bus.Events.New(rs.id, catalog.ToolStarted{RequestID: req.RequestID, Container: b.name, ContainerID: b.id, ExecID: execID, StartedAt: at}, bus.ReactionTo(m.Event, "started"))
+			if err == nil {
+				_, err = d.bus.Publish(ctx, ev)
+			}
+			if err == nil {
+				rs.started[req.RequestID] = true
+			}
+			startErr = err
+		},
+	})
+	if startErr != nil {
+		log.Error("could not record tool.started", "err", startErr)
+	}
+	_ = stdout.close()
+	_ = stderr.close()
+	tf := catalog.ToolFinished{
+		ExitCode: res.exitCode, DurationMS: res.duration.Milliseconds(), TimedOut: res.timedOut, Interrupted: res.interrupted,
+		Stdout: d.outputOf(ctx, stdout), Stderr: d.outputOf(ctx, stderr), CwdAfter: cwd,
+	}
+	if res.err != nil {
+		tf.Error = res.err.Error()
+	}
+	if res.timedOut {
+		tf.Error = fmt.Sprintf("timed out after %s; the command's process group was killed", timeout)
+	}
+	if res.interrupted {
+		tf.Error = "interrupted: the run ended or sandboxd stopped"
+	}
+	if res.exitCode == 137 && !res.timedOut && !res.interrupted {
+		tf.Error = "killed (SIGKILL): possibly by the sandbox's memory or pids limit"
+	}
+	if res.state != nil {
+		tf.CwdAfter = res.state.cwd
+		tf.Exports = exportsOf(before, res.state.env)
+	}
+	log.Info("command finished", "exit", tf.ExitCode, "duration_ms", tf.DurationMS, "timed_out", tf.TimedOut,
+		"stdout_bytes", tf.Stdout.Bytes, "stderr_bytes", tf.Stderr.Bytes)
+	return finish(tf)
+}
+
+// finish publishes the request's result, with an id derived from the
+// request event so that reporting twice stores it once.
+func (d *Daemon) finish(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested, tf catalog.ToolFinished) error {
+	tf.RequestID, tf.Requester = req.RequestID, req.Requester
+	ev, err := d.bus.Events.New(rs.id, tf, bus.ReactionTo(cause, "finished"))
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	if _, err := d.bus.Publish(ctx, ev); err != nil {
+		return err
+	}
+	rs.finished[req.RequestID] = true
+	token := fileToken(req.RequestID)
+	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
+	_ = os.Remove(filepath.Join(spool, token+".stdout"))
+	_ = os.Remove(filepath.Join(spool, token+".stderr"))
+	return nil
+}
+
+// reportInterrupted answers a request that a previous daemon started and
+// never finished: what is left of it is killed, and it is reported as
+// interrupted with the output spooled before the crash. It is never run
+// again. Called with rs.mu held.
+func (d *Daemon) reportInterrupted(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested) error {
+	token := fileToken(req.RequestID)
+	d.killLeftover(ctx, rs.id, roleOf(req.Requester), token)
+	stdout, stderr := d.spooled(ctx, filepath.Join(d.cfg.SpoolDir, rs.id), token)
+	d.log.Warn("request was cut off by a daemon crash; reported as interrupted, not run again", "run", rs.id, "request", req.RequestID)
+	return d.finish(ctx, rs, cause, req, catalog.ToolFinished{ExitCode: -1, Interrupted: true, Stdout: stdout, Stderr: stderr,
+		Error: "sandboxd stopped while the command ran; it was not run again"})
+}
+
+// recoverRun reports, right at start, every request of the run that a
+// crashed daemon left started but unfinished (rather than when its message
+// is redelivered, after the ack wait).
+func (d *Daemon) recoverRun(ctx context.Context, rs *runState) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err := d.load(ctx, rs); err != nil {
+		d.log.Warn("recover run", "run", rs.id, "err", err)
+		return
+	}
+	for id := range rs.started {
+		if rs.finished[id] {
+			continue
+		}
+		r, ok := rs.requests[id]
+		if !ok {
+			continue
+		}
+		if err := d.reportInterrupted(ctx, rs, r.event, r.req); err != nil {
+			d.log.Warn("report interrupted request", "run", rs.id, "request", id, "err", err)
+		}
+	}
+}
+
+// outputOf turns a closed capture into the event's Output, storing the
+// whole stream as a blob when it does not fit inline.
+func (d *Daemon) outputOf(ctx context.Context, c *capture) catalog.Output {
+	if !c.truncated() {
+		return c.output(nil)
+	}
+	ref, err := d.bus.PutBlobFileDigest(ctx, c.path, c.spooledDigest(), "application/octet-stream")
+	if err != nil {
+		d.log.Warn("store output blob", "err", err)
+		return c.output(nil)
+	}
+	ref.Name = filepath.Base(c.path)
+	return c.output(&ref)
+}
+
+// spooled rebuilds the outputs of a command from its spool files.
+func (d *Daemon) spooled(ctx context.Context, dir, token string) (stdout, stderr catalog.Output) {
+	read := func(name string) catalog.Output {
+		path := filepath.Join(dir, token+"."+name)
+		f, err := os.Open(path)
+		if err != nil {
+			return catalog.Output{}
+		}
+		defer f.Close()
+		c := newCapture("", d.cfg.HeadBytes, d.cfg.TailBytes, 0)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := f.Read(buf)
+			c.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		c.path = path
+		return d.outputOf(ctx, c)
+	}
+	return read("stdout"), read("stderr")
+}
+
+// killLeftover kills what is left of a command whose daemon died: its
+// process group may still run in the container.
+func (d *Daemon) killLeftover(ctx context.Context, runID string, r role, token string) {
+	name := ContainerName(runID, r)
+	info, err := d.docker.ContainerInspect(ctx, name)
+	if err != nil || info.State == nil || !info.State.Running {
+		return
+	}
+	d.killGroup(ctx, &box{name: name, id: info.ID}, token)
+}

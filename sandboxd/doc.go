@@ -1,0 +1,27 @@
+// Package sandboxd is VERA's Docker sandbox daemon, an independent bus
+// consumer. It reads vera.tool.requested events, runs each command with
+// bash in the run's container through the Docker exec API, and appends
+// vera.tool.started and vera.tool.finished; it also turns the containers'
+// own logs and Docker events into vera.container.log and
+// vera.container.event.
+//
+// Containers: one per run and requester role, named vera-<run_id> (the
+// agent's, /work read-write) and vera-<run_id>-auditor (/work read-only),
+// labelled vera.managed=true, vera.run=<run_id>, vera.role=<role>, so that
+// a restarted daemon finds and reuses them. /input is always read-only.
+// They are removed when the run ends (unless KeepContainers) and orphans of
+// finished runs are reaped at start.
+//
+// Shell semantics: each request runs in a fresh bash (setsid, its own
+// process group) that starts in the request's cwd with its env; after the
+// command, the shell reports its working directory and exported variables
+// (cwd_after, exports), and the requester passes them into its next
+// request. So `cd` and `export` persist across calls exactly as far as the
+// event log says, which keeps a replay faithful; shell functions, aliases,
+// unexported variables and background jobs do not persist.
+//
+// Exactly once: a request whose vera.tool.finished is on the stream is never
+// run again; one whose vera.tool.started is there without a finish was cut
+// off by a crash and is reported as interrupted, with the output spooled to
+// disk before the crash, instead of being run again.
+package sandboxd
