@@ -3,10 +3,10 @@ package sandboxd
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
-	"hash"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"os"
 	"unicode/utf8"
 
