@@ -170,38 +170,13 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		}
 		return container.InspectResponse{}, dockerErr("inspect image", err)
 	}
-	mounts := []mount.Mount{{Type: mount.TypeBind, Source: work, Target: WorkMount, ReadOnly: r == roleAuditor}}
-	if input != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: input, Target: InputMount, ReadOnly: true})
-	}
-	init := true
-	cfg := &container.Config{
-		Image:      img,
-		Cmd:        []string{"sleep", "infinity"},
-		User:       d.cfg.User,
-		WorkingDir: WorkMount,
-		Env:        []string{"HOME=/tmp", "VERA_RUN_ID=" + rs.id, "VERA_ROLE=" + string(r)},
-		Labels:     map[string]string{LabelManaged: "true", LabelRun: rs.id, LabelRole: string(r)},
-	}
-	host := &container.HostConfig{
-		Mounts:      mounts,
-		NetworkMode: container.NetworkMode(network),
-		Init:        &init,
-		Resources: container.Resources{
-			Memory:     d.cfg.Memory,
-			MemorySwap: d.cfg.Memory,
-			PidsLimit:  &d.cfg.PidsLimit,
-			NanoCPUs:   int64(d.cfg.CPUs * 1e9),
-		},
-	}
+	cfg, host := boxConfig(boxSpec{
+		run: rs.id, role: r, image: img, work: work, input: input, network: network, lab: lab,
+		user: d.cfg.User, memory: d.cfg.Memory, pids: d.cfg.PidsLimit, cpus: d.cfg.CPUs,
+	})
 	if lab {
-		cfg.User = "0:0"
-		host.Privileged = true
 		d.log.Warn("LAB MODE: sandbox container runs PRIVILEGED as root; isolation is off", "run", rs.id, "container", name)
-	} else {
-		host.CapDrop = []string{"ALL"}
-		host.CapAdd = keptCapabilities
-		host.SecurityOpt = []string{"no-new-privileges:true"}
+		d.emitLabMode(ctx, rs.id, name)
 	}
 	created, err := d.docker.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil {
@@ -215,9 +190,6 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		return container.InspectResponse{}, dockerErr("start container", err)
 	}
 	d.log.Info("sandbox container started", "run", rs.id, "container", name, "image", img, "network", network, "user", cfg.User, "lab", lab)
-	if lab {
-		d.emitLabMode(ctx, rs.id, name, created.ID)
-	}
 	if r == roleAgent {
 		// /work/.venv first on PATH (the image sets it) so that pip install
 		// works without root; caches live in /work/.cache.
@@ -226,6 +198,56 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		}
 	}
 	return d.docker.ContainerInspect(ctx, created.ID)
+}
+
+// boxSpec is what a sandbox container is made from.
+type boxSpec struct {
+	run, image, work, input, network, user string
+	role                                   role
+	lab                                    bool
+	memory, pids                           int64
+	cpus                                   float64
+}
+
+// boxConfig is the container configuration for a spec: safe by default
+// (the configured user, all capabilities dropped but keptCapabilities,
+// no-new-privileges, pids/memory/CPU limits, docker-init to reap orphans),
+// or the spec's lab mode (privileged, root).
+func boxConfig(s boxSpec) (*container.Config, *container.HostConfig) {
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: s.work, Target: WorkMount, ReadOnly: s.role == roleAuditor}}
+	if s.input != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.input, Target: InputMount, ReadOnly: true})
+	}
+	init := true
+	pids := s.pids
+	cfg := &container.Config{
+		Image:      s.image,
+		Cmd:        []string{"sleep", "infinity"},
+		User:       s.user,
+		WorkingDir: WorkMount,
+		Env:        []string{"HOME=/tmp", "VERA_RUN_ID=" + s.run, "VERA_ROLE=" + string(s.role)},
+		Labels:     map[string]string{LabelManaged: "true", LabelRun: s.run, LabelRole: string(s.role)},
+	}
+	host := &container.HostConfig{
+		Mounts:      mounts,
+		NetworkMode: container.NetworkMode(s.network),
+		Init:        &init,
+		Resources: container.Resources{
+			Memory:     s.memory,
+			MemorySwap: s.memory,
+			PidsLimit:  &pids,
+			NanoCPUs:   int64(s.cpus * 1e9),
+		},
+	}
+	if s.lab {
+		cfg.User = "0:0"
+		host.Privileged = true
+		return cfg, host
+	}
+	host.CapDrop = []string{"ALL"}
+	host.CapAdd = keptCapabilities
+	host.SecurityOpt = []string{"no-new-privileges:true"}
+	return cfg, host
 }
 
 // removeBoxes removes every container of a run.

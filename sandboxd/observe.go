@@ -238,10 +238,10 @@ func (d *Daemon) runEnded(ctx context.Context, runID string) (bool, error) {
 }
 
 // emitLabMode records on the run that its sandbox runs in lab mode.
-func (d *Daemon) emitLabMode(ctx context.Context, runID, name, id string) {
+func (d *Daemon) emitLabMode(ctx context.Context, runID, name string) {
 	t := d.cfg.Clock.Now()
-	d.publishFact(ctx, runID, t, "lab|"+id, catalog.ContainerEvent{
-		Container: name, ContainerID: id, Action: "vera_lab_mode", Time: t,
+	d.publishFact(ctx, runID, t, "lab|"+name+"|"+t.String(), catalog.ContainerEvent{
+		Container: name, Action: "vera_lab_mode", Time: t,
 		Attributes: map[string]string{"privileged": "true", "user": "root", "warning": "LAB MODE: the sandbox runs privileged as root; isolation guardrails are off"},
 	})
 }

@@ -234,6 +234,10 @@ func TestSchemaAndTypes(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &all) != nil || len(all) < 30 {
 		t.Fatalf("all schemas: exit %d, %d types", code, len(all))
 	}
+	out, _, code = runCLI(t, "sandbox", "rules")
+	if code != 0 || !strings.Contains(out, "rm_root") || !strings.Contains(out, "notes_md") {
+		t.Fatalf("sandbox rules: %s", out)
+	}
 	out, _, code = runCLI(t, "events", "types")
 	if code != 0 || !strings.Contains(out, "vera.tool.finished") || !strings.Contains(out, "vera.ext.*") {
 		t.Fatalf("types: %s", out)

@@ -17,6 +17,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/sandboxd/image"
+	"github.com/vera-run/vera/sandboxd/policy"
 
 	dockerimage "github.com/docker/docker/api/types/image"
 	dockerclient "github.com/docker/docker/client"
@@ -119,7 +120,7 @@ func newSandboxCmd(g *globals) *cobra.Command {
 		Use:   "sandbox",
 		Short: "Build the sandbox image, or run one command through the bus",
 	}
-	cmd.AddCommand(newSandboxBuildCmd(g), newSandboxExecCmd(g))
+	cmd.AddCommand(newSandboxBuildCmd(g), newSandboxExecCmd(g), newSandboxRulesCmd(g))
 	return cmd
 }
 
@@ -330,4 +331,28 @@ func defaultSandboxImage(ctx context.Context, docker interface {
 		}
 	}
 	return offline
+}
+
+func newSandboxRulesCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rules",
+		Short: "List the deny rules sandboxd applies before running a command",
+		Long: `List the rules that make sandboxd refuse a command without running it
+(vera.tool.finished then says denied, with the rule's id). They are a guard
+rail against obvious destruction, not a security boundary: the container's
+isolation is the boundary. The rules live in sandboxd/policy/rules.go.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, r := range policy.Rules() {
+				fmt.Fprintf(g.stdout, "%s\n  %s\n", r.ID, r.Description)
+				if len(r.Denies) > 0 {
+					fmt.Fprintf(g.stdout, "  denies, e.g.: %s\n", strings.Join(r.Denies[:min(3, len(r.Denies))], "  |  "))
+				}
+				if len(r.Allows) > 0 {
+					fmt.Fprintf(g.stdout, "  allows, e.g.: %s\n", strings.Join(r.Allows[:min(3, len(r.Allows))], "  |  "))
+				}
+			}
+			return nil
+		},
+	}
 }

@@ -1,0 +1,30 @@
+package sandboxd
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestBoxConfigSafeByDefault(t *testing.T) {
+	cfg, host := boxConfig(boxSpec{run: "r", role: roleAgent, image: "img", work: "/w", input: "/in", network: "bridge", user: "1000:1000", memory: 1 << 30, pids: 100, cpus: 1.5})
+	if cfg.User != "1000:1000" || host.Privileged || !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Contains(host.SecurityOpt, "no-new-privileges:true") {
+		t.Fatalf("not safe by default: user %s privileged %v capdrop %v secopt %v", cfg.User, host.Privileged, host.CapDrop, host.SecurityOpt)
+	}
+	if *host.PidsLimit != 100 || host.Memory != 1<<30 || host.MemorySwap != 1<<30 || host.NanoCPUs != 1.5e9 || !*host.Init {
+		t.Fatalf("limits: %+v", host.Resources)
+	}
+	if len(host.Mounts) != 2 || host.Mounts[0].ReadOnly || !host.Mounts[1].ReadOnly || host.Mounts[1].Target != "/input" {
+		t.Fatalf("mounts: %+v", host.Mounts)
+	}
+	_, aud := boxConfig(boxSpec{run: "r", role: roleAuditor, work: "/w", user: "1:1", pids: 1})
+	if !aud.Mounts[0].ReadOnly {
+		t.Fatal("the auditor's /work must be read-only")
+	}
+}
+
+func TestBoxConfigLabMode(t *testing.T) {
+	cfg, host := boxConfig(boxSpec{run: "r", role: roleAgent, work: "/w", user: "1000:1000", lab: true, pids: 1})
+	if cfg.User != "0:0" || !host.Privileged || len(host.CapDrop) != 0 || len(host.SecurityOpt) != 0 {
+		t.Fatalf("lab mode: user %s privileged %v capdrop %v", cfg.User, host.Privileged, host.CapDrop)
+	}
+}

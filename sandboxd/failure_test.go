@@ -1,0 +1,148 @@
+package sandboxd_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/sandboxd"
+)
+
+func TestMissingImageIsAClearResult(t *testing.T) {
+	f := newFixture(t, func(c *sandboxd.Config) { c.Image = "vera-sandbox:does-not-exist" })
+	tf := f.exec(f.run("noimg"), req{cmd: "true"})
+	if tf.ExitCode != -1 || !strings.Contains(tf.Error, "vera sandbox build") {
+		t.Fatalf("%s", summarize(tf))
+	}
+}
+
+func TestDockerDownIsAClearResultAndTheDaemonKeepsServing(t *testing.T) {
+	_, b := bustest.New(t)
+	dead, err := client.NewClientWithOpts(client.WithHost("unix://"+filepath.Join(t.TempDir(), "no-docker.sock")), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	root := t.TempDir()
+	d, err := sandboxd.New(b, dead, sandboxd.Config{Image: "any", WorkRoot: filepath.Join(root, "runs"), SpoolDir: filepath.Join(root, "spool"), Logger: bustest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	f := &fixture{t: t, b: b}
+	for i, run := range []string{"down-a", "down-b"} {
+		tf := f.exec(run, req{cmd: "true", id: "r" + string(rune('0'+i))})
+		if tf.ExitCode != -1 || !strings.Contains(tf.Error, "Docker is not reachable") {
+			t.Fatalf("run %s: %s", run, summarize(tf))
+		}
+	}
+}
+
+func TestGoneContainerIsRecreated(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("gone")
+	f.exec(run, req{cmd: "echo keep > /work/kept.txt"})
+	if err := f.docker.ContainerRemove(context.Background(), sandboxd.ContainerName(run, "agent"), container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	tf := f.exec(run, req{cmd: "cat /work/kept.txt"})
+	if tf.ExitCode != 0 || tf.Stdout.Head != "keep\n" {
+		t.Fatalf("after the container vanished: %s", summarize(tf))
+	}
+}
+
+func TestLabModeIsPrivilegedAndSaysSo(t *testing.T) {
+	f := newFixture(t, func(c *sandboxd.Config) { c.Lab = true })
+	run := f.run("lab")
+	tf := f.exec(run, req{cmd: "id -u"})
+	switch {
+	case tf.Stdout.Head == "0\n":
+		info, err := f.docker.ContainerInspect(context.Background(), sandboxd.ContainerName(run, "agent"))
+		if err != nil || !info.HostConfig.Privileged {
+			t.Fatalf("not privileged: %v", err)
+		}
+	case strings.Contains(tf.Error, "operation not permitted"):
+		// This engine (itself confined) refuses privileged containers: the
+		// refusal must come back as a clear result, which it did.
+		t.Logf("engine refuses privileged containers; reported as: %s", tf.Error)
+	default:
+		t.Fatalf("lab mode: %s", summarize(tf))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, _ := f.b.ReadRun(context.Background(), run)
+		for _, ev := range evs {
+			var e catalog.ContainerEvent
+			if ev.Type == catalog.TypeContainerEvent && ev.DecodeData(&e) == nil && e.Action == "vera_lab_mode" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no vera_lab_mode event on the run")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestDefaultIsolation(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("iso")
+	f.exec(run, req{cmd: "true"})
+	info, err := f.docker.ContainerInspect(context.Background(), sandboxd.ContainerName(run, "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := info.HostConfig
+	if h.Privileged || len(h.CapDrop) != 1 || h.CapDrop[0] != "ALL" || h.PidsLimit == nil || *h.PidsLimit != 256 ||
+		h.Memory != 512<<20 || h.NanoCPUs == 0 || !strings.Contains(strings.Join(h.SecurityOpt, ","), "no-new-privileges") {
+		t.Fatalf("host config: privileged=%v capdrop=%v pids=%v mem=%d cpus=%d secopt=%v", h.Privileged, h.CapDrop, h.PidsLimit, h.Memory, h.NanoCPUs, h.SecurityOpt)
+	}
+	tf := f.exec(run, req{cmd: "grep -E '^(NoNewPrivs|CapEff)' /proc/self/status"})
+	if !strings.Contains(tf.Stdout.Head, "NoNewPrivs:\t1") {
+		t.Fatalf("%s", summarize(tf))
+	}
+}
+
+// TestRunsExecuteInParallelAndInOrder: two runs sleep at once; within a
+// run, requests run one after the other in stream order.
+func TestRunsExecuteInParallelAndInOrder(t *testing.T) {
+	f := newFixture(t, nil)
+	a, b := f.run("par-a"), f.run("par-b")
+	f.exec(a, req{cmd: "true"}) // containers up first
+	f.exec(b, req{cmd: "true"})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, run := range []string{a, b} {
+		wg.Add(1)
+		go func(run string) {
+			defer wg.Done()
+			f.exec(run, req{cmd: "sleep 3"})
+		}(run)
+	}
+	wg.Wait()
+	if el := time.Since(start); el > 5500*time.Millisecond {
+		t.Errorf("two 3s commands in different runs took %s: not parallel", el)
+	}
+	for i := 0; i < 5; i++ {
+		f.request(a, req{cmd: "echo " + string(rune('0'+i)) + " >> /work/order", id: "ord" + string(rune('0'+i))})
+	}
+	tf := f.result(a, "ord4", time.Minute)
+	if tf.ExitCode != 0 {
+		t.Fatal(summarize(tf))
+	}
+	tf = f.exec(a, req{cmd: "tr -d '\\n' < /work/order"})
+	if tf.Stdout.Head != "01234" {
+		t.Fatalf("order %q", tf.Stdout.Head)
+	}
+}
