@@ -51,10 +51,6 @@ MALFORMED (on stderr with --json) rather than hidden.`,
   vera events tail --type 'vera.tool.*' --type vera.agent.step --json | jq .data`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.quietLogger(cmd)
-			if err != nil {
-				return err
-			}
 			if noFollow && !fromStart {
 				fromStart = true
 			}
@@ -68,12 +64,12 @@ MALFORMED (on stderr with --json) rather than hidden.`,
 					return usageError{fmt.Errorf("--run: %w", err)}
 				}
 			}
-			ctx := cmd.Context()
-			b, err := g.connect(ctx, "cli", true, log)
+			b, _, err := g.openBus(cmd, catalog.ComponentCLI, true)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			ctx := cmd.Context()
 			if !asJSON && !noFollow {
 				scope := "all runs"
 				if run != "" {
@@ -144,16 +140,12 @@ The file is written atomically: a failed export leaves no partial file.`,
 			if err := bus.ValidateRunID(run); err != nil {
 				return usageError{fmt.Errorf("--run: %w", err)}
 			}
-			log, err := g.quietLogger(cmd)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			b, err := g.connect(ctx, "cli", true, log)
+			b, log, err := g.openBus(cmd, catalog.ComponentCLI, true)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			ctx := cmd.Context()
 
 			w, commit, abort, err := openOutput(out, g.stdout)
 			if err != nil {
@@ -256,10 +248,6 @@ FILE - reads standard input.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := g.quietLogger(cmd)
-			if err != nil {
-				return err
-			}
 			var r io.Reader = os.Stdin
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
@@ -269,12 +257,12 @@ FILE - reads standard input.`,
 				defer f.Close()
 				r = f
 			}
-			ctx := cmd.Context()
-			b, err := g.connect(ctx, "cli", false, log)
+			b, _, err := g.openBus(cmd, catalog.ComponentCLI, false)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			ctx := cmd.Context()
 			prog := newProgress(g.stderr)
 			st, err := b.Import(ctx, r, bus.ImportOptions{Progress: func(s bus.ImportStats) {
 				prog.update("line %d: %d imported, %d already present", s.Lines, s.Imported, s.Existing)
@@ -361,17 +349,12 @@ subject vera.dlq.<consumer>.<run_id>, with the reason, and moves on. This
 lists them, oldest first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.quietLogger(cmd)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			b, err := g.connect(ctx, "cli", true, log)
+			b, _, err := g.openBus(cmd, catalog.ComponentCLI, true)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			return listDeadLetters(ctx, b, consumer, asJSON, g.stdout)
+			return listDeadLetters(cmd.Context(), b, consumer, asJSON, g.stdout)
 		},
 	}
 	cmd.Flags().StringVar(&consumer, "consumer", "", "only this consumer's")

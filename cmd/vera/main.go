@@ -144,6 +144,17 @@ func (g *globals) connect(ctx context.Context, source string, readOnly bool, log
 	})
 }
 
+// openBus is the start of every short command: its logger (quiet unless
+// asked) and a bus connection the caller closes.
+func (g *globals) openBus(cmd *cobra.Command, source string, readOnly bool) (*bus.Bus, *slog.Logger, error) {
+	log, err := g.quietLogger(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := g.connect(cmd.Context(), source, readOnly, log)
+	return b, log, err
+}
+
 // quietLogger is the logger for short CLI commands: warnings and errors only
 // unless --log-level asks for more.
 func (g *globals) quietLogger(cmd *cobra.Command) (*slog.Logger, error) {

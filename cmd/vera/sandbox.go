@@ -152,16 +152,12 @@ it timed out, 125 when the sandbox could not run it.`,
 			if err := bus.ValidateRunID(run); err != nil {
 				return usageError{fmt.Errorf("--run: %w", err)}
 			}
-			log, err := g.quietLogger(cmd)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			b, err := g.connect(ctx, catalog.ComponentCLI, false, log)
+			b, _, err := g.openBus(cmd, catalog.ComponentCLI, false)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			ctx := cmd.Context()
 			requester := catalog.RequesterCLI
 			if auditor {
 				requester = catalog.RequesterAuditor
