@@ -159,6 +159,18 @@ func (b *Bus) GetBlob(ctx context.Context, digest string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Without a deadline of the caller's, jetstream would bound the whole
+	// read by its 5s API default, too short for a big blob on a busy
+	// machine: allow a minute plus a second per MiB.
+	if _, ok := ctx.Deadline(); !ok {
+		limit := time.Minute
+		if info, err := store.GetInfo(ctx, name); err == nil {
+			limit += time.Duration(info.Size>>20) * time.Second
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
 	data, err := store.GetBytes(ctx, name)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
