@@ -5,6 +5,14 @@
 // this package too, and tests use a scripted server speaking the real
 // protocol (internal/scriptedmodel), never a double of this interface in
 // production code.
+//
+// The production implementation is [Client] ([New] with a [Config]): base
+// URL normalised by [NormalizeBaseURL], the API key read from the
+// environment variable the config names (never carried in configs, events,
+// errors or logs), a per-attempt timeout (MODEL_TIMEOUT, default 150 s),
+// retries with backoff on 429/5xx/connection errors/timeouts, JSON or SSE
+// streaming. A [Recorder] sees every attempt; package llmbus turns that
+// into vera.model.requested / vera.model.responded events.
 package llm
 
 import (
@@ -33,6 +41,16 @@ type Request struct {
 	// CallID identifies the call; calls with the same id are the same call
 	// (a retry after a crash reuses the recorded response). "" = new id.
 	CallID string
+
+	// Purpose says what the call is for within its scope (step, decompose,
+	// check, judge, …) and CheckID names the audit check of a per-check
+	// auditor call; both are copied into the model request event.
+	Purpose string
+	CheckID string
+	// CauseID is the id of the event the call reacts to (optional). The
+	// model I/O events are caused by it and their ids are derived from it,
+	// so that redoing the call after a crash lands on the same event ids.
+	CauseID string
 }
 
 // Usage counts tokens as the server reports them.
