@@ -1,4 +1,4 @@
-// Package verifyfast is the model-free core of VerifyFast, the rapid
+// Package verifyfast is VerifyFast, the rapid
 // three-stage audit of LLM-generated reasoning.
 //
 // A VerifyFast run takes an item's context_input and model_output through
@@ -20,11 +20,23 @@
 // results, tokens used and failed items, and renders it as text, JSON or a
 // self-contained HTML page.
 //
-// This package holds what needs no model: the domain types, Phase 4,
-// the settings.yaml and strategy.yaml loaders (LoadSettings, LoadStrategy,
-// with errors naming file, line and field), validation of the input JSONL
-// (ReadItems), reading results JSONL (ReadResults) and the report. The LLM
-// phases, the batch runner and the CLI build on it.
+// The model-free core: the domain types, Phase 4, the settings.yaml and
+// strategy.yaml loaders (LoadSettings, LoadStrategy, with errors naming
+// file, line and field), validation of the input JSONL (ReadItems,
+// LoadItems), reading results JSONL (ReadResults) and the report.
+//
+// The model phases: Auditor runs Phases 1–3 through an llm.Completer with
+// the embedded prompt templates (Prompts, PhaseMessages), parses replies
+// tolerantly (ExtractJSONObject, ParseDecomposition, ParseFindings), asks
+// again once with the reason when a reply is unusable, and scores with
+// Score; AuditItem turns that into a Result, failed (never guessed) when a
+// phase produced no usable answer.
+//
+// The batch: RunBatch audits items × profiles with bounded concurrency,
+// retries rate-limited calls (AdviseRetry) while pausing and narrowing the
+// whole batch, writes each result line as it completes, resumes from the
+// results file, and, with a Cache (CachingCompleter), never repeats a model
+// call on a rerun or a resume. ProgressBar draws its progress.
 //
 // Example configuration files ship embedded (DefaultSettings,
 // DefaultStrategy, Defaults).
