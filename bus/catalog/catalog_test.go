@@ -329,7 +329,7 @@ func TestEnumValid(t *testing.T) {
 	if !ZoneGood.Valid() || Zone("good").Valid() {
 		t.Error("Zone.Valid")
 	}
-	if !ScopeVerifyFast.Valid() || !VerifierHybridLLM.Valid() || !MoveInstall.Valid() || !LedgerTimeout.Valid() {
+	if !ScopeVerifyFast.Valid() || !VerifierHybrid.Valid() || !MoveInstall.Valid() || !LedgerTimeout.Valid() {
 		t.Error("Valid of a declared constant")
 	}
 }

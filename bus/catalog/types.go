@@ -206,10 +206,10 @@ type VerifierType string
 // VerifierType values.
 const (
 	VerifierLogic     VerifierType = "logic"
-	VerifierHybridLLM VerifierType = "hybrid-llm"
+	VerifierHybrid    VerifierType = "hybrid"
 )
 
-func (VerifierType) enumValues() []string { return []string{"logic", "hybrid-llm"} }
+func (VerifierType) enumValues() []string { return []string{"logic", "hybrid"} }
 
 // Valid reports whether v is a known value.
 func (v VerifierType) Valid() bool { return validEnum(v, string(v)) }
@@ -219,11 +219,12 @@ type DecidedBy string
 
 // DecidedBy values.
 const (
-	DecidedByLogic DecidedBy = "logic"
-	DecidedByLLM   DecidedBy = "llm"
+	DecidedByLogic         DecidedBy = "logic"
+	DecidedByLLM           DecidedBy = "llm"
+	DecidedByLogicFallback DecidedBy = "logic-fallback" // the judge failed twice; the logic verdict stands
 )
 
-func (DecidedBy) enumValues() []string { return []string{"logic", "llm"} }
+func (DecidedBy) enumValues() []string { return []string{"logic", "llm", "logic-fallback"} }
 
 // Valid reports whether d is a known value.
 func (d DecidedBy) Valid() bool { return validEnum(d, string(d)) }

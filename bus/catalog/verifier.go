@@ -21,7 +21,7 @@ type LogicVerdict struct {
 	ActionEval         int          `json:"action_eval" jsonschema:"minimum=0,maximum=2" jsonschema_description:"Score of the action on the same 0-2 scale (the verified_result format carries both)."`
 	ThinkingEvalReason string       `json:"thinking_eval_reason" jsonschema_description:"Why, in one sentence, e.g. Action matches repetitive action."`
 	VerifierType       VerifierType `json:"verifier_type" jsonschema_description:"Which verifier produced the verdict."`
-	DecidedBy          DecidedBy    `json:"decided_by" jsonschema_description:"logic when keywords and patterns decided; llm when the hybrid verifier fell back to a model for an uncertain case."`
+	DecidedBy          DecidedBy    `json:"decided_by" jsonschema_description:"logic when keywords and patterns decided; llm when the hybrid verifier asked a model judge about an uncertain case; logic-fallback when that judge failed twice and the logic verdict stands (the reason says why)."`
 	Window             int          `json:"window" jsonschema:"minimum=0" jsonschema_description:"How many preceding steps the action was compared with."`
 	Action             string       `json:"action,omitempty" jsonschema_description:"The action judged (its command, or the raw action line)."`
 	RepeatedAction     string       `json:"repeated_action,omitempty" jsonschema_description:"The earlier action this one repeats; empty when it repeats none."`

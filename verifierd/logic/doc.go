@@ -70,6 +70,26 @@
 // compared: Verify scores the thinking alone (2 if aware, 1 if not),
 // reports action_eval 1 and low confidence, and says so in the reason.
 //
+// # Hybrid verification
+//
+// Hybrid (hybrid.go) is the hybrid verifier the spec describes: verdicts
+// of high confidence stand (decided_by "logic"), and the uncertain band
+// goes to an LLM judge (any llm.Completer, the client the agent uses) with
+// MIRAGE's repetitive-action rubric, judge_prompt.tmpl; the verdict then
+// has verifier_type "hybrid" and decided_by "llm", or "logic-fallback"
+// when the judge failed twice. The judge never raises a repetition the
+// action comparison found: such a case is not sent to it.
+//
+// # Live verification
+//
+// Live (live.go) runs the verifier as a component of the bus: it consumes
+// vera.agent.step events, keeps each run's recent actions (rebuilt from
+// the stream, never trusted from memory alone), and publishes a
+// vera.logic.verdict for every step that follows a streak of one repeated
+// action: 0 when the step repeats it again, 1 or 2 when it leaves the
+// loop. ParseStepAction and NormalizeShellCommand (stepaction.go,
+// shell.go) give agent actions the canonical form Action.Equal compares.
+//
 // # Files
 //
 // LoadFile reads one MIRAGE inference-result file (a snapshot plus

@@ -107,8 +107,27 @@ const (
 	ConfidenceLow  Confidence = "low"
 )
 
-// VerifierType is the verifier_type this package writes.
+// VerifierType is the verifier_type of a verdict decided by logic alone.
 const VerifierType = "logic"
+
+// VerifierTypeHybrid is the verifier_type of a Hybrid verdict on which the
+// LLM judge was consulted (decided_by llm or logic-fallback).
+const VerifierTypeHybrid = "hybrid"
+
+// Values of Verdict.DecidedBy: which path of the Hybrid verifier decided.
+// Verify alone leaves DecidedBy empty.
+const (
+	// DecidedByLogic: the keywords, patterns and action comparison decided
+	// (a confident case, or one the judge could not change).
+	DecidedByLogic = "logic"
+	// DecidedByLLM: the logic verdict had low confidence and the LLM judge
+	// decided.
+	DecidedByLLM = "llm"
+	// DecidedByLogicFallback: the judge was asked but failed twice (an
+	// error or an unusable reply each time); the logic verdict stands and
+	// the reason says why the judge failed.
+	DecidedByLogicFallback = "logic-fallback"
+)
 
 // Scores of thinking_eval, as in MIRAGE's repetitive-action rubric.
 const (
@@ -126,10 +145,18 @@ const (
 // Verdict is MIRAGE's verified_result for one inference result, plus the
 // keywords that counted and a confidence for hybrid verification.
 type Verdict struct {
-	ThinkingEval       int        `json:"thinking_eval"`
-	ActionEval         int        `json:"action_eval"`
-	ThinkingEvalReason string     `json:"thinking_eval_reason"`
-	VerifierType       string     `json:"verifier_type"`
-	MatchedKeywords    []string   `json:"matched_keywords,omitempty"`
-	Confidence         Confidence `json:"confidence"`
+	ThinkingEval       int      `json:"thinking_eval"`
+	ActionEval         int      `json:"action_eval"`
+	ThinkingEvalReason string   `json:"thinking_eval_reason"`
+	VerifierType       string   `json:"verifier_type"`
+	MatchedKeywords    []string `json:"matched_keywords,omitempty"`
+	// Confidence is the logic verdict's confidence, also on a verdict the
+	// Hybrid's judge decided (whose confidence was therefore low).
+	Confidence Confidence `json:"confidence"`
+	// DecidedBy is set by Hybrid: DecidedByLogic, DecidedByLLM or
+	// DecidedByLogicFallback.
+	DecidedBy string `json:"decided_by,omitempty"`
+	// ModelCallID is the call id of the judge's call that decided, when
+	// DecidedBy is DecidedByLLM and the call had an id.
+	ModelCallID string `json:"model_call_id,omitempty"`
 }
