@@ -117,7 +117,7 @@ Start here:
 	pf.StringVar(&g.logLevel, "log-level", envOr("VERA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env VERA_LOG_LEVEL)")
 	pf.StringVar(&g.logFormat, "log-format", envOr("VERA_LOG_FORMAT", "text"), "log format: text or json (env VERA_LOG_FORMAT)")
 
-	root.AddCommand(newUpCmd(g), newEventsCmd(g), newSandboxdCmd(g), newSandboxCmd(g), newVerifyCmd(g), newVerifyFastCmd(g))
+	root.AddCommand(newUpCmd(g), newEventsCmd(g), newSandboxdCmd(g), newSandboxCmd(g), newVerifyCmd(g), newVerifyFastCmd(g), newVerifierdCmd(g))
 	return root
 }
 

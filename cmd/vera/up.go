@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,7 +34,8 @@ func defaultDataDir() string {
 func newUpCmd(g *globals) *cobra.Command {
 	var dataDir, listen string
 	var sf sandboxFlags
-	var noSandbox bool
+	var vf verifierFlags
+	var noSandbox, noVerifiers bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run VERA in one process: embedded NATS with JetStream plus the components",
@@ -55,6 +57,9 @@ down.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
 			if err != nil {
+				return err
+			}
+			if err := vf.validate(); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -88,6 +93,7 @@ down.`,
 			fmt.Fprintf(w, "  watch:   vera events tail --nats-url %s\n", url)
 			fmt.Fprintf(w, "  or:      nats sub --server %s 'vera.run.>'\n", url)
 			var components []string
+			var comps sync.WaitGroup
 			done := make(chan error, 1)
 			if !noSandbox {
 				components = append(components, "sandboxd")
@@ -103,13 +109,25 @@ down.`,
 			} else {
 				close(done)
 			}
-			fmt.Fprintf(w, "  components: %s (agent, verifiers and dashboard join as they are built)\n", strings.Join(components, ", "))
+			if !noVerifiers {
+				components = append(components, "verifiers (logic)")
+				comps.Add(1)
+				go func() {
+					defer comps.Done()
+					if err := runVerifiers(ctx, g, url, vf, log); err != nil {
+						log.Error("verifiers stopped", "err", err)
+					}
+				}()
+			}
+
+			fmt.Fprintf(w, "  components: %s (the agent and the dashboard join as they are built)\n", strings.Join(components, ", "))
 			fmt.Fprintln(w, "Press Ctrl-C to stop.")
 
 			<-ctx.Done()
 			if err := <-done; err != nil {
 				log.Warn("sandboxd stopped with an error", "err", err)
 			}
+			comps.Wait()
 			log.Info("shutting down")
 			if err := b.Close(); err != nil && !errors.Is(err, bus.ErrNoServer) {
 				log.Warn("close bus", "err", err)
@@ -118,7 +136,9 @@ down.`,
 		},
 	}
 	sf.register(cmd)
+	vf.register(cmd)
 	cmd.Flags().BoolVar(&noSandbox, "no-sandboxd", false, "do not run the sandbox daemon in this process")
+	cmd.Flags().BoolVar(&noVerifiers, "no-verifiers", false, "do not run the verifiers in this process")
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where VERA keeps its data; the JetStream store is DIR/nats (env VERA_DATA_DIR)")
 	cmd.Flags().StringVar(&listen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
 	return cmd
