@@ -205,8 +205,8 @@ type VerifierType string
 
 // VerifierType values.
 const (
-	VerifierLogic     VerifierType = "logic"
-	VerifierHybrid    VerifierType = "hybrid"
+	VerifierLogic  VerifierType = "logic"
+	VerifierHybrid VerifierType = "hybrid"
 )
 
 func (VerifierType) enumValues() []string { return []string{"logic", "hybrid"} }

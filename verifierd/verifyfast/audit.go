@@ -45,6 +45,13 @@ type Auditor struct {
 	MaxTokens   int
 	// DecomposeWithRun makes Phase 1 call Run with RunModel.
 	DecomposeWithRun bool
+	// Annotate, when set, is called with every request just before it is
+	// sent, with the phase and the ask (1 for the first ask, 2, … for the
+	// re-asks after unusable replies). It may fill in the bookkeeping
+	// fields of llm.Request (RunID, Step, Round, CallID, CauseID); Live
+	// uses it to tie the model I/O events to the answer audited. Round
+	// arrives holding the ask number.
+	Annotate func(req *llm.Request, p Phase, ask int)
 }
 
 // PhaseTrace records what one phase of an audit did.
@@ -58,6 +65,8 @@ type PhaseTrace struct {
 	Problems []string `json:"problems,omitempty"`
 	Tokens   Tokens   `json:"tokens"`
 	Error    string   `json:"error,omitempty"`
+	// Duration is the time the phase took, re-asks included.
+	Duration time.Duration `json:"duration"`
 }
 
 // Audit is the outcome of Auditor.Audit. On failure it still carries what
@@ -212,8 +221,10 @@ func (a *Auditor) Audit(ctx context.Context, contextInput, modelOutput string) (
 
 // runPhase asks, and asks again with the reason while accept rejects the
 // reply and re-asks are left.
-func (a *Auditor) runPhase(ctx context.Context, p Phase, c llm.Completer, model string, msgs []llm.Message, accept func(reply string) error) (PhaseTrace, error) {
-	tr := PhaseTrace{Phase: p, Model: model, Replies: []string{}}
+func (a *Auditor) runPhase(ctx context.Context, p Phase, c llm.Completer, model string, msgs []llm.Message, accept func(reply string) error) (tr PhaseTrace, _ error) {
+	tr = PhaseTrace{Phase: p, Model: model, Replies: []string{}}
+	start := time.Now()
+	defer func() { tr.Duration = time.Since(start) }() // tr is the named result
 	attempts := 1 + a.repairs()
 	var last error
 	for i := 1; i <= attempts; i++ {
@@ -225,6 +236,9 @@ func (a *Auditor) runPhase(ctx context.Context, p Phase, c llm.Completer, model 
 			Scope:       "verifyfast",
 			Purpose:     purposeOf(p),
 			Round:       i,
+		}
+		if a.Annotate != nil {
+			a.Annotate(&req, p, i)
 		}
 		resp, err := c.Complete(ctx, req)
 		if err != nil {
