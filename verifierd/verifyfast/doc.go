@@ -38,6 +38,15 @@
 // results file, and, with a Cache (CachingCompleter), never repeats a model
 // call on a rerun or a resume. ProgressBar draws its progress.
 //
+// On the bus: Live is the VerifyFast component. It consumes the agent's
+// candidate answers (vera.audit.requested, and vera.run.finished when the
+// answer was not audited), rebuilds the run's configuration and the
+// evidence the answer cites from the stream, audits the answer against the
+// task and that evidence, and publishes vera.verifyfast.phase (phases 1–3)
+// and vera.verifyfast.scored, with ids derived from the answer event so
+// that redelivery and replay publish each once; a failed audit publishes
+// its phases with parse_error and no score.
+//
 // Example configuration files ship embedded (DefaultSettings,
 // DefaultStrategy, Defaults).
 package verifyfast
