@@ -110,7 +110,7 @@ down.`,
 				close(done)
 			}
 			if !noVerifiers {
-				components = append(components, "verifiers (logic)")
+				components = append(components, "verifiers (logic, verifyfast)")
 				comps.Add(1)
 				go func() {
 					defer comps.Done()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,20 +15,24 @@ import (
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/verifierd/logic"
+	"github.com/vera-run/vera/verifierd/verifyfast"
 )
 
 // verifierFlags configure the live verifiers, shared by `vera verifierd`
 // and `vera up`.
 type verifierFlags struct {
-	window int
-	hybrid bool
-	judge  modelFlags
+	window             int
+	hybrid             bool
+	judge              modelFlags
+	settings, strategy string
 }
 
 func (f *verifierFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.window, "repetition-window", logic.DefaultWindow, "steps of the same action that make a repetition (MIRAGE's repetitive_4: 3)")
 	cmd.Flags().BoolVar(&f.hybrid, "hybrid", false, "logic verifier: send uncertain cases to an LLM judge (needs --judge-base-url and --judge-model)")
 	f.judge.register(cmd, "judge-", "hybrid judge")
+	cmd.Flags().StringVar(&f.settings, "verifyfast-settings", "", "VerifyFast settings.yaml (profiles and their models); runs name a profile")
+	cmd.Flags().StringVar(&f.strategy, "verifyfast-strategy", "", "VerifyFast strategy.yaml (default: the spec's formula)")
 }
 
 // validate reports flag mistakes before anything starts.
@@ -62,19 +67,54 @@ func runVerifiers(ctx context.Context, g *globals, url string, f verifierFlags, 
 		defer c.Close()
 		h = &logic.Hybrid{Judge: c, Model: f.judge.model, Logger: log}
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		live := &logic.Live{Bus: logicBus, Window: f.window, Hybrid: h, Logger: log}
-		if err := live.Run(ctx); err != nil {
-			errs <- err
+	vfBus, err := connect(catalog.ComponentVerifyFast)
+	if err != nil {
+		return err
+	}
+	defer vfBus.Close()
+	strategy := verifyfast.DefaultStrategy()
+	if f.strategy != "" {
+		if strategy, err = verifyfast.LoadStrategy(f.strategy); err != nil {
+			return err
 		}
-	}()
+	}
+	var settings *verifyfast.Settings
+	if f.settings != "" {
+		if settings, err = verifyfast.LoadSettings(f.settings); err != nil {
+			return err
+		}
+	}
+	recorder := llmbus.New(vfBus, llmbus.Options{Logger: log})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	run := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	run("logic verifier", (&logic.Live{Bus: logicBus, Window: f.window, Hybrid: h, Logger: log}).Run)
+	run("verifyfast", (&verifyfast.Live{
+		Bus: vfBus, Strategy: strategy, Settings: settings, Logger: log,
+		// The model of each run comes from its config; its calls are
+		// events of the run.
+		Completer: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
+			cfg := llmbus.Config(mc)
+			cfg.Recorder, cfg.Logger = recorder, log
+			return llm.New(cfg)
+		},
+	}).Run)
 	wg.Wait()
 	close(errs)
-	return errors.Join(<-errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 func newVerifierdCmd(g *globals) *cobra.Command {
@@ -82,13 +122,16 @@ func newVerifierdCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verifierd",
 		Short: "Run the live verifiers alone (distributed mode)",
-		Long: `Run VERA's verifiers as bus consumers: the logic verifier watches every
+		Long: `Run VERA's verifiers as bus consumers. The logic verifier watches every
 vera.agent.step and, when an action repeats the previous ones (--repetition-
 window steps, default 3), publishes a vera.logic.verdict with MIRAGE's 0/1/2
 score (0: repeated without noticing, 1: a different action without
 awareness, 2: aware and different), which the agent's repetition nudge and
 the dashboard use. With --hybrid, uncertain cases go to an LLM judge whose
-model calls are events too. 'vera up' runs the same verifiers.`,
+model calls are events too. VerifyFast scores each candidate final answer
+(vera.audit.requested, or vera.run.finished with an answer) of runs that
+enable it, against the evidence the answer cites, and publishes its three
+phases and the 1-5 credit score. 'vera up' runs the same verifiers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()

@@ -8,6 +8,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
 // TestUpRunsTheLogicVerifier: agent steps that repeat one shell command,
@@ -18,7 +19,7 @@ func TestUpRunsTheLogicVerifier(t *testing.T) {
 	url := "nats://" + addr
 	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
-	if !strings.Contains(upOut.String(), "verifiers (logic)") {
+	if !strings.Contains(upOut.String(), "verifiers (logic, verifyfast)") {
 		t.Fatalf("banner: %s", upOut.String())
 	}
 	b := bustest.Connect(t, url, bus.Options{Source: catalog.ComponentAgent})
@@ -50,5 +51,66 @@ func TestUpRunsTheLogicVerifier(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, "verifierd", "--hybrid"); code != exitUsage || !strings.Contains(errOut, "--judge-base-url") {
 		t.Errorf("--hybrid without a judge: exit %d, %s", code, errOut)
+	}
+}
+
+// TestUpRunsVerifyFastOnFinalAnswers: a finished run with VerifyFast
+// enabled is scored through the real model client against a scripted
+// server, and the model calls are events of the run.
+func TestUpRunsVerifyFastOnFinalAnswers(t *testing.T) {
+	srv := scriptedmodel.Start(t, scriptedmodel.WithRules(
+		scriptedmodel.OnLastUser(`TASK: DECOMPOSE`, scriptedmodel.Reply{Content: `{"facts":["Python 3.13.0 was released on 2024-10-07"],"chains":[]}`, Times: scriptedmodel.Forever}),
+		scriptedmodel.OnLastUser(`TASK: (FACT|LOGIC)_CHECK`, scriptedmodel.Reply{Content: `{"findings":[]}`, Times: scriptedmodel.Forever}),
+	))
+	t.Setenv("NATS_URL", "")
+	addr := bustest.FreeAddr(t)
+	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--no-sandboxd", "--log-level", "warn")
+	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
+	b := bustest.Connect(t, "nats://"+addr, bus.Options{Source: catalog.ComponentAgent})
+	ctx := context.Background()
+	run := "vf-run"
+	model := catalog.ModelConfig{BaseURL: srv.URL(), Name: "scripted"}
+	for _, p := range []bus.Payload{
+		catalog.TaskSubmitted{RunConfig: catalog.RunConfig{Task: "When was Python 3.13.0 released?", WorkDir: t.TempDir(), Model: model,
+			VerifyFast: catalog.VerifyFastConfig{Enabled: true}}, SubmittedBy: "test"},
+		catalog.EvidenceRecorded{EvidenceID: "ev_0001", RequestID: "req-s0001", Step: 1, Command: "curl -s https://www.python.org/downloads/release/python-3130/",
+			Excerpt: "Python 3.13.0 Release Date: Oct. 7, 2024"},
+		catalog.AgentStep{Step: 2, Thought: "The page states the date.", Action: `{"tool":"submit","args":{"answer":"Python 3.13.0 was released on 2024-10-07."}}`,
+			ActionTool: catalog.ActionSubmit, EvidenceUsed: []string{"ev_0001"}},
+		catalog.RunFinished{Outcome: catalog.OutcomeResolved, Answer: "Python 3.13.0 was released on 2024-10-07.", Steps: 2},
+	} {
+		ev, err := b.Events.New(run, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var scored catalog.VerifyFastScored
+	waitFor(t, "a verifyfast score", func() bool {
+		evs, _ := b.ReadRun(ctx, run)
+		for _, ev := range evs {
+			if ev.Type == catalog.TypeVerifyFastScored && ev.DecodeData(&scored) == nil {
+				return true
+			}
+		}
+		return false
+	})
+	if scored.CreditScore != 5 || scored.Zone != "GOOD" {
+		t.Fatalf("score %+v", scored)
+	}
+	evs, _ := b.ReadRun(ctx, run)
+	models := 0
+	for _, ev := range evs {
+		if ev.Type == catalog.TypeModelResponded {
+			models++
+		}
+	}
+	if models != 3 || srv.Count() != 3 {
+		t.Fatalf("%d model.responded events, %d calls; want 3 phases", models, srv.Count())
+	}
+	if code := stopUp(); code != 0 {
+		t.Errorf("vera up exited %d", code)
 	}
 }
