@@ -1,12 +1,8 @@
 package logic
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,76 +12,17 @@ import (
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
-// httpJudge is a minimal llm.Completer for tests: one POST to an
-// OpenAI-compatible /chat/completions endpoint over real HTTP, no retries.
-type httpJudge struct {
-	url    string
-	client *http.Client
-}
-
-func newHTTPJudge(t *testing.T, srv *scriptedmodel.Server) *httpJudge {
+// newHTTPJudge is the production model client (openai-go) pointed at
+// the scripted server, without its own retries so that the hybrid's retry
+// behaviour is what the tests see.
+func newHTTPJudge(t *testing.T, srv *scriptedmodel.Server) llm.Completer {
 	t.Helper()
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &httpJudge{url: srv.URL(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-}
-
-func (j *httpJudge) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	body := map[string]any{"model": req.Model, "messages": req.Messages}
-	if req.Temperature != nil {
-		body["temperature"] = *req.Temperature
-	}
-	if req.MaxTokens > 0 {
-		body["max_tokens"] = req.MaxTokens
-	}
-	data, err := json.Marshal(body)
+	c, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "judge-model", MaxRetries: -1, Timeout: 30 * time.Second, Logger: discardLogger()})
 	if err != nil {
-		return llm.Response{}, err
+		t.Fatal(err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, j.url+"/chat/completions", bytes.NewReader(data))
-	if err != nil {
-		return llm.Response{}, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Authorization", "Bearer test-key")
-	start := time.Now()
-	resp, err := j.client.Do(hreq)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	if resp.StatusCode/100 != 2 {
-		return llm.Response{}, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(raw))
-	}
-	var out struct {
-		Model   string `json:"model"`
-		Choices []struct {
-			Message struct {
-				Content string `json:"content"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage struct {
-			Prompt     int64 `json:"prompt_tokens"`
-			Completion int64 `json:"completion_tokens"`
-			Total      int64 `json:"total_tokens"`
-		} `json:"usage"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return llm.Response{}, fmt.Errorf("decode response: %w", err)
-	}
-	if len(out.Choices) == 0 {
-		return llm.Response{}, errors.New("no choices")
-	}
-	return llm.Response{
-		Text: out.Choices[0].Message.Content, FinishReason: out.Choices[0].FinishReason, Model: out.Model,
-		Usage:   llm.Usage{Prompt: out.Usage.Prompt, Completion: out.Usage.Completion, Total: out.Usage.Total},
-		Latency: time.Since(start), Attempts: 1,
-	}, nil
+	t.Cleanup(c.Close)
+	return c
 }
 
 func newHybrid(t *testing.T, opts ...scriptedmodel.Option) (*Hybrid, *scriptedmodel.Server) {

@@ -140,7 +140,7 @@ func TestAuditFailsTwice(t *testing.T) {
 // Phases 2 and 3 run at the same time: an audit takes about two model
 // latencies, not three.
 func TestAuditPhasesInParallel(t *testing.T) {
-	const l = 150 * time.Millisecond
+	const l = 400 * time.Millisecond
 	srv := scriptedmodel.Start(t, scriptedmodel.WithRules(
 		scriptedmodel.OnTranscript(`TASK: DECOMPOSE`, scriptedmodel.Reply{Content: decReply, Delay: l, Times: scriptedmodel.Forever}),
 		scriptedmodel.OnTranscript(`TASK: FACT_CHECK`, scriptedmodel.Reply{Content: factReply, Delay: l, Times: scriptedmodel.Forever}),
@@ -153,8 +153,11 @@ func TestAuditPhasesInParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if elapsed >= 3*l {
-		t.Errorf("audit took %v with latency %v: phases 2 and 3 did not overlap", elapsed, l)
+	// Wall time is only a sanity bound (a loaded CI machine stretches it);
+	// the proof of overlap is below: phase 3's request arrived while phase
+	// 2's was still being answered.
+	if elapsed >= 6*l {
+		t.Errorf("audit took %v with latency %v", elapsed, l)
 	}
 	reqs := srv.Requests()
 	if d := reqs[2].Received.Sub(reqs[1].Received); d > l/2 || d < -l/2 {

@@ -452,7 +452,7 @@ func TestBatchCallErrorFailsItem(t *testing.T) {
 	}
 	results, _ := ReadResults(&buf)
 	for _, r := range results {
-		if len(r.Errors) != 1 || !strings.HasPrefix(r.Errors[0], "phase 1 (decomposition): model call failed: HTTP 401") {
+		if len(r.Errors) != 1 || !strings.HasPrefix(r.Errors[0], "phase 1 (decomposition): model call failed:") || !strings.Contains(r.Errors[0], "HTTP 401") {
 			t.Errorf("result %s errors %v", r.ID, r.Errors)
 		}
 	}

@@ -1,14 +1,11 @@
 package verifyfast
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,22 +15,22 @@ import (
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
-// httpCompleter is a test-only llm.Completer: one POST to an
-// OpenAI-compatible /chat/completions over real HTTP, no retries. The
-// production client lives in internal/llm; these tests need only the
-// contract.
-type httpCompleter struct {
-	baseURL string
-	client  *http.Client
-}
-
 var testTransport = &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}
 
-func newHTTPCompleter(baseURL string) *httpCompleter {
-	return &httpCompleter{baseURL: strings.TrimRight(baseURL, "/"), client: &http.Client{Transport: testTransport, Timeout: 30 * time.Second}}
+// newHTTPCompleter is the production model client (openai-go) pointed at
+// a scripted server, without its own retries so that the batch's and the
+// auditor's retry behaviour is what the tests see.
+func newHTTPCompleter(baseURL string) llm.Completer {
+	c, err := llm.New(llm.Config{BaseURL: baseURL, Model: "unused", MaxRetries: -1, Timeout: 30 * time.Second,
+		HTTPClient: &http.Client{Transport: testTransport}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	return c
 }
 
-// statusError is an HTTP error status, exposing what AdviseRetry reads.
+// statusError is an HTTP error status, exposing what AdviseRetry reads
+// through methods (the production client's *llm.APIError has fields).
 type statusError struct {
 	status     int
 	retryAfter time.Duration
@@ -45,76 +42,6 @@ func (e *statusError) Error() string {
 }
 func (e *statusError) StatusCode() int           { return e.status }
 func (e *statusError) RetryAfter() time.Duration { return e.retryAfter }
-func (c *httpCompleter) String() string          { return "httpCompleter(" + c.baseURL + ")" }
-func (c *httpCompleter) url() string             { return c.baseURL + "/chat/completions" }
-func (c *httpCompleter) encode(req llm.Request) []byte {
-	body := map[string]any{"model": req.Model, "messages": req.Messages}
-	if req.Temperature != nil {
-		body["temperature"] = *req.Temperature
-	}
-	if req.MaxTokens > 0 {
-		body["max_tokens"] = req.MaxTokens
-	}
-	b, _ := json.Marshal(body)
-	return b
-}
-
-func (c *httpCompleter) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	start := time.Now()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(), bytes.NewReader(c.encode(req)))
-	if err != nil {
-		return llm.Response{}, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	resp, err := c.client.Do(hr)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	if resp.StatusCode >= 400 {
-		se := &statusError{status: resp.StatusCode, body: string(data)}
-		if v := resp.Header.Get("Retry-After-Ms"); v != "" {
-			ms, _ := strconv.ParseInt(v, 10, 64)
-			se.retryAfter = time.Duration(ms) * time.Millisecond
-		} else if v := resp.Header.Get("Retry-After"); v != "" {
-			s, _ := strconv.ParseInt(v, 10, 64)
-			se.retryAfter = time.Duration(s) * time.Second
-		}
-		return llm.Response{}, se
-	}
-	var wire struct {
-		Model   string `json:"model"`
-		Choices []struct {
-			Message struct {
-				Content string `json:"content"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage struct {
-			PromptTokens     int64 `json:"prompt_tokens"`
-			CompletionTokens int64 `json:"completion_tokens"`
-			TotalTokens      int64 `json:"total_tokens"`
-		} `json:"usage"`
-	}
-	if err := json.Unmarshal(data, &wire); err != nil {
-		return llm.Response{}, fmt.Errorf("decoding response: %w", err)
-	}
-	if len(wire.Choices) == 0 {
-		return llm.Response{}, fmt.Errorf("no choices in %s", data)
-	}
-	return llm.Response{
-		Text:         wire.Choices[0].Message.Content,
-		FinishReason: wire.Choices[0].FinishReason,
-		Model:        wire.Model,
-		Usage:        llm.Usage{Prompt: wire.Usage.PromptTokens, Completion: wire.Usage.CompletionTokens, Total: wire.Usage.TotalTokens},
-		Latency:      time.Since(start),
-		Attempts:     1,
-	}, nil
-}
 
 // Model names of the test settings.
 const (
@@ -122,8 +49,6 @@ const (
 	qwenModel = "Qwen3-235B-A22B"
 )
 
-// testSettings is a settings.yaml with the two profiles of the spec, both
-// llms served by the scripted server at url.
 func testSettings(t testing.TB, url string) *Settings {
 	t.Helper()
 	s, err := ParseSettings("settings.yaml", []byte(fmt.Sprintf(`
