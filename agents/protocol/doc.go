@@ -1,0 +1,110 @@
+// Package protocol is the VERA agent's conversation protocol: the embedded
+// system prompt, the parser of the model's replies, and the deterministic
+// assembly of the context sent to the model at every step. It is pure: no
+// I/O, no clock, no randomness, so that replaying a run rebuilds the same
+// prompts byte for byte.
+//
+// # Reply format
+//
+// Every model reply must hold four parts (any order is tolerated, the prompt
+// asks for this one):
+//
+//	THOUGHT: <what the agent knows and does next>
+//	<one JSON action on its own line>
+//	EVIDENCE_USED: ev_0003, ev_0007        (or: none)
+//	STATUS_UPDATE: continuing | UNRESOLVED(<reason>) | RESOLVED
+//
+// [Parse] reads a reply into a [Turn] and a list of [FormatError]s. When the
+// list is not empty the agent runs no tool, records the errors (see
+// [Summary]) and sends [Feedback] in the next turn.
+//
+// # Actions
+//
+// Exactly one action per reply. The accepted shapes ([Shapes]) are:
+//
+//	{"tool":"shell","args":{"cmd":"<command>"}}          canonical shell
+//	{"tool":"shell","command":"<command>"}                short shell form
+//	{"tool":"notes_append","args":{"text":"<markdown>"}}  append to notes.md
+//	{"tool":"submit","args":{"answer":"<final answer>"}}   submit for audit
+//
+// plus a few aliases, all named in the system prompt: tool "bash" for
+// shell, "append_notes" for notes_append, "final_answer" for submit, and
+// "args":{"command":…} for the shell command. Tool names are matched
+// case-insensitively with "-", "." and spaces read as "_". Extra fields are
+// ignored. A shell action giving both args.cmd and command must give the
+// same command.
+//
+// The action is found (1) on a line that starts with "{", (2) after an
+// "ACTION:" label (on the same line or the next), (3) inside a fenced code
+// block (```json or any fence whose content starts with "{"). JSON that
+// spans several lines (in a fence or not) is accepted and re-serialised to
+// one line with [encoding/json.Compact]; raw newlines and tabs inside JSON
+// strings (a heredoc typed literally) are escaped before a second attempt.
+// A single-line action keeps its bytes as written in [Action.Raw]. Text
+// after the closing brace on the same line is ignored. JSON objects with no
+// "tool" field found outside an ACTION: label are taken as data, not as
+// actions (inside a THOUGHT they stay part of it). The same action written twice (say after ACTION: and again in a
+// fence) counts once; two different actions are a multiple_actions error.
+//
+// Notes are append-only: notes_append with a "mode" other than append (a,
+// a+, append), a true overwrite/replace/truncate/delete/clear/reset/rewrite
+// flag, an "op"/"operation" other than append, or a notes tool named for
+// writing, replacing, editing or deleting is refused as notes_overwrite.
+//
+// # Lines and labels
+//
+// Labels are matched case-insensitively at the start of a line, after
+// optional markdown decoration ("**THOUGHT:**", "- Thought:", "## Thought"),
+// with "_", "-" or a space inside two-word labels (EVIDENCE_USED, "Evidence
+// used", STATUS-UPDATE) and ":", "-", "=", "–", "—" or "->" as separator. A
+// label with no separator counts only when written in capitals ("THOUGHT I
+// will…"), so that prose such as "Action items …" is not a label. CRLF and
+// lone CR are read as LF. <think>…</think> and <thinking>…</thinking> blocks
+// are removed before parsing; a closing tag with no opening one removes
+// everything before it (servers that put the opening tag in the template);
+// an unclosed opening tag removes everything after it, and if nothing is left
+// the error is unterminated_think.
+//
+// THOUGHT may continue over the following lines until the next label or
+// action. EVIDENCE_USED and STATUS_UPDATE take their value from their own
+// line, or from the next line(s) when their own is empty. A repeated THOUGHT
+// is concatenated, repeated EVIDENCE_USED lines are merged, and the last
+// STATUS_UPDATE wins.
+//
+// # Evidence ids
+//
+// EVIDENCE_USED ids are normalised by [NormalizeEvidenceID]: case-folded, "-"
+// or no separator read as "_", and the number written with at least four
+// digits: ev_1, EV-1 and ev_00001 all become ev_0001, ev_12345 stays. ev_0
+// and ev_ followed by anything but digits are bad_evidence_id. Prose beside
+// the ids is tolerated ("ev_0004 (release page)"); a value with no id at all
+// must be "none" (or "n/a", "[]"). Ids are de-duplicated in order of first
+// mention. Whether an id exists in the run's ledger is the agent's concern,
+// not the parser's.
+//
+// # Status
+//
+// STATUS_UPDATE is one of RESOLVED, UNRESOLVED(<reason>) or CONTINUE
+// (written "continuing", "continue" or "in progress"). UNRESOLVED needs a
+// reason: in parentheses, or after ":"/"-"/a space. RESOLVED and CONTINUE may
+// carry an optional note the same way. [StatusUpdate.String] gives the
+// canonical form, e.g. "UNRESOLVED(need the release page)".
+//
+// # Context
+//
+// [Build] assembles the model messages of one step from a [Context], in a
+// fixed order: a system message (the system prompt), then one user message
+// with PRIMARY TASK, PINNED notes.md, OPEN CONSTRAINTS (when any), ACTION
+// TAIL and FEEDBACK (when any). The task and the notes are never clipped.
+// Only the tail is bounded: the last [Options.TailK] entries (default 6),
+// each observation capped to [Options.ObservationCap] bytes (default 2 KiB)
+// and each action to [Options.ActionCap] bytes (default 2 KiB), keeping the
+// head and the tail of the text around a marker line that says how many
+// bytes were left out ([CapText]). The same Context and Options always give
+// the same bytes.
+//
+// What this package does not decide: whether cited ids exist in the run's
+// ledger, the notes gate, the step budget and the other policy rules. Those
+// belong to the agent, which feeds their messages back through
+// Context.OpenConstraints and Context.Feedback.
+package protocol
