@@ -16,7 +16,6 @@ const (
 	DefaultURL            = "nats://127.0.0.1:4222"
 	DefaultDedupWindow    = 2 * time.Minute
 	DefaultMaxMsgSize     = 1 << 20 // 1 MiB: events stay small, big payloads go to blobs
-	DefaultBlobThreshold  = 64 << 10
 	DefaultPublishTimeout = 5 * time.Second
 	DefaultPublishRetries = 6
 )

@@ -123,8 +123,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return first
 }
 
-// run returns the run's state, loading it from the stream on first use.
-func (d *Daemon) run(ctx context.Context, id string) (*runState, error) {
+// run returns the run's state (empty until load fills it from the stream).
+func (d *Daemon) run(id string) *runState {
 	d.mu.Lock()
 	rs := d.runs[id]
 	if rs == nil {
@@ -132,7 +132,18 @@ func (d *Daemon) run(ctx context.Context, id string) (*runState, error) {
 		d.runs[id] = rs
 	}
 	d.mu.Unlock()
-	return rs, nil
+	return rs
+}
+
+// forget drops an ended run's state after a while (so that the Docker
+// events of its removal are still mirrored). A late request re-reads the
+// run from the stream and finds it ended.
+func (d *Daemon) forget(id string) {
+	time.AfterFunc(time.Minute, func() {
+		d.mu.Lock()
+		delete(d.runs, id)
+		d.mu.Unlock()
+	})
 }
 
 // load rebuilds the run's state from its events. Called with rs.mu held.
@@ -197,7 +208,7 @@ func (rs *runState) isEnded() bool {
 }
 
 func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
-	rs, _ := d.run(ctx, m.Event.RunID)
+	rs := d.run(m.Event.RunID)
 	rs.markEnded() // interrupts a command in flight
 	if m.Event.Type != catalog.TypeRunFinished && m.Event.Type != catalog.TypeRunCancelled {
 		return nil
@@ -212,6 +223,7 @@ func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
 		rs.boxes = map[role]*box{}
 		d.log.Info("run ended; containers removed", "run", rs.id)
 	}
+	d.forget(rs.id)
 	return nil
 }
 
@@ -221,7 +233,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	if err := m.Event.DecodeData(&req); err != nil {
 		return bus.Permanent(err)
 	}
-	rs, _ := d.run(ctx, m.Event.RunID)
+	rs := d.run(m.Event.RunID)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if err := d.load(ctx, rs); err != nil {

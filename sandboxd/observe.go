@@ -211,7 +211,7 @@ func (d *Daemon) reapOrphans(ctx context.Context) {
 			d.log.Info("reaped container of an ended run", "container", c.Names, "run", runID)
 			continue
 		}
-		rs, _ := d.run(ctx, runID) // a live run: its container is reused, its events watched
+		rs := d.run(runID) // a live run: its container is reused, its events watched
 		d.recoverRun(ctx, rs)
 	}
 }
