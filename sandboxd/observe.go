@@ -38,6 +38,7 @@ func (d *Daemon) publishFact(ctx context.Context, runID string, t time.Time, key
 // vera.container.event, reconnecting when Docker goes away.
 func (d *Daemon) watchDockerEvents(ctx context.Context) {
 	since := d.cfg.Clock.Now()
+	wait, failing := time.Second, false
 	for ctx.Err() == nil {
 		msgs, errs := d.docker.Events(ctx, events.ListOptions{
 			Since:   strconv.FormatInt(since.Unix(), 10),
@@ -49,11 +50,16 @@ func (d *Daemon) watchDockerEvents(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case err := <-errs:
-				if ctx.Err() == nil {
-					d.log.Warn("Docker event stream ended; reconnecting", "err", err)
+				if ctx.Err() == nil && !failing {
+					d.log.Warn("Docker event stream ended; reconnecting with backoff (logged again when it recovers)", "err", err)
 				}
+				failing = true
 				break loop
 			case m := <-msgs:
+				if failing {
+					d.log.Info("Docker event stream restored")
+					failing, wait = false, time.Second
+				}
 				t := time.Unix(0, m.TimeNano).UTC()
 				since = t
 				runID := m.Actor.Attributes[LabelRun]
@@ -75,8 +81,9 @@ func (d *Daemon) watchDockerEvents(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 30*time.Second)
 	}
 }
 

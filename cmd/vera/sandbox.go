@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,10 +97,8 @@ shutdown, writes to /work/notes.md) are refused without running.`,
 	return cmd
 }
 
-func runSandboxd(ctx context.Context, b *bus.Bus, cfg sandboxd.Config, log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-}) error {
+func runSandboxd(ctx context.Context, b *bus.Bus, cfg sandboxd.Config, log *slog.Logger) error {
+	cfg.Logger = log
 	docker, err := sandboxd.NewDockerClient()
 	if err != nil {
 		return err
