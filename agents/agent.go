@@ -1,0 +1,188 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/vera-run/vera/agents/ledger"
+	"github.com/vera-run/vera/agents/protocol"
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
+)
+
+// Defaults of Agent.
+const (
+	DefaultDurable       = "agent"
+	DefaultToolTimeoutMS = 900_000
+	// maxConflicts bounds how often one delivery re-reads a run after
+	// losing a fencing race before it gives up (and is redelivered).
+	maxConflicts = 32
+)
+
+// Types the agent consumes.
+var consumedTypes = []string{
+	catalog.TypeTaskSubmitted,
+	catalog.TypeToolFinished,
+	catalog.TypeLogicVerdict,
+	catalog.TypeAuditFeedback,
+}
+
+// Agent is the VERA research agent as a bus consumer. It keeps no state
+// between deliveries: every delivery rebuilds its run from the stream and
+// takes the next decision (see the package documentation).
+type Agent struct {
+	// Bus is the connection the agent reads and publishes on. Its event
+	// factory stamps the source (use "agents").
+	Bus *bus.Bus
+	// Models returns the model client of a run's model settings. The
+	// client should record its calls on the bus (llmbus.BusRecorder):
+	// a recorded response is what lets a restarted agent reuse a reply
+	// instead of calling the model again.
+	Models func(catalog.ModelConfig) (llm.Completer, error)
+	// Policy is the base policy; the run's PolicyConfig overrides it.
+	Policy ledger.Policy
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// ID names this instance in vera.run.started (agent_id).
+	ID string
+	// Version is stamped into vera.run.started.
+	Version string
+
+	// Durable is the durable consumer name; default "agent". Instances
+	// sharing it share the work; instances with different names each see
+	// every event and are kept apart by the fence alone.
+	Durable string
+	// Concurrency is the number of runs advanced at once; default 4.
+	Concurrency int
+	// AckWait is the consumer's ack wait (a delivery whose worker vanished
+	// comes back after it); default bus.DefaultAckWait.
+	AckWait time.Duration
+	// Backoff is the consumer's redelivery backoff; default bus.DefaultBackoff.
+	Backoff []time.Duration
+	// DrainTimeout bounds in-flight work after ctx ends; default 10s.
+	DrainTimeout time.Duration
+	// Context bounds the action tail of the prompts.
+	Context protocol.Options
+
+	// afterModel, when set (tests), is called after a model call returned
+	// and before its step is published; an error aborts the delivery as
+	// if the process died there.
+	afterModel func(runID string, step int) error
+
+	mu      sync.Mutex
+	clients map[catalog.ModelConfig]llm.Completer
+}
+
+func (a *Agent) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// Run consumes vera.task.submitted, vera.tool.finished, vera.logic.verdict
+// and vera.audit.feedback with the durable consumer until ctx ends, and
+// advances the run of every event it receives.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.Bus == nil {
+		return errors.New("agents: Agent.Bus is nil")
+	}
+	if a.Models == nil {
+		return errors.New("agents: Agent.Models is nil")
+	}
+	if a.ID == "" {
+		a.ID = "agent"
+	}
+	durable := a.Durable
+	if durable == "" {
+		durable = DefaultDurable
+	}
+	conc := a.Concurrency
+	if conc <= 0 {
+		conc = 4
+	}
+	drain := a.DrainTimeout
+	if drain <= 0 {
+		drain = 10 * time.Second
+	}
+	cfg := bus.ConsumerConfig{
+		Durable:      durable,
+		Types:        consumedTypes,
+		Concurrency:  conc,
+		AckWait:      a.AckWait,
+		Backoff:      a.Backoff,
+		DrainTimeout: drain,
+	}
+	return a.Bus.Consume(ctx, cfg, func(hctx context.Context, m *bus.Message) error {
+		return a.Advance(hctx, m.Event.RunID)
+	})
+}
+
+// Advance takes every decision run runID is ready for, then returns: when
+// the run waits for a tool result, or is finished. A lost fencing race
+// (another worker decided first) is followed by a re-read, which finds the
+// work done.
+func (a *Agent) Advance(ctx context.Context, runID string) error {
+	conflicts := 0
+	for {
+		done, err := a.next(ctx, runID)
+		switch {
+		case errors.Is(err, bus.ErrConflict):
+			conflicts++
+			if conflicts > maxConflicts {
+				return fmt.Errorf("run %s: %w (gave up after %d re-reads)", runID, err, conflicts)
+			}
+			a.log().Debug("fenced out; re-reading", "run", runID, "err", err)
+			continue
+		case err != nil:
+			return err
+		case done:
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// publish stores one event built for run v unless the run already holds
+// an event with its id.
+func (a *Agent) publish(ctx context.Context, v *runView, p bus.Payload, id, cause string, opts ...bus.PublishOption) error {
+	if v.ids[id] {
+		return nil
+	}
+	ev, err := a.Bus.Events.New(v.runID, p, bus.WithID(id), func(e *bus.Event) { e.CausationID = cause })
+	if err != nil {
+		return fmt.Errorf("build %s: %w", p.EventType(), err)
+	}
+	if _, err := a.Bus.Publish(ctx, ev, opts...); err != nil {
+		return fmt.Errorf("publish %s for run %s: %w", p.EventType(), v.runID, err)
+	}
+	v.ids[id] = true
+	v.dirty = true
+	return nil
+}
+
+func (a *Agent) fence(v *runView) bus.PublishOption {
+	return bus.ExpectLastSequence(RunFilter(v.runID), v.lastSeq)
+}
+
+// RunFilter is the subject filter the agent's decisions of run runID are
+// fenced on: vera.run.<run_id>.>, the whole run. A decision (a step, the
+// end of the run for the budget or a model failure) is published with the
+// sequence of the last event the agent read, so it lands only if nothing
+// was stored since: not another worker's decision, and not an event that
+// would have changed it (a late verdict). The loser re-reads and decides
+// again from the longer history.
+func RunFilter(runID string) string { return bus.SubjectRoot + "." + runID + ".>" }
+
+// CallID returns the model call id of an agent step: agent-s0007.
+func CallID(step int) string { return fmt.Sprintf("agent-s%04d", step) }
+
+// RequestID returns the tool request id of an agent step: req-s0007.
+func RequestID(step int) string { return fmt.Sprintf("req-s%04d", step) }

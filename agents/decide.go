@@ -1,0 +1,459 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vera-run/vera/agents/ledger"
+	"github.com/vera-run/vera/agents/protocol"
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
+)
+
+// excerptCap bounds the excerpt of an evidence line.
+const (
+	excerptCap      = 1000
+	answerInlineMax = 64 << 10 // bigger answers go to a blob
+)
+
+// next rebuilds run runID and takes its next decision. done is true when
+// the run needs nothing more until a new event arrives.
+func (a *Agent) next(ctx context.Context, runID string) (done bool, err error) {
+	v, err := a.load(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	if v.submitted == nil || v.finished != nil || v.cancelled {
+		return true, nil
+	}
+	if v.started == nil {
+		return false, a.start(ctx, v)
+	}
+	if n, err := a.recordEvidence(ctx, v); err != nil || n > 0 {
+		return false, err
+	}
+	last := v.lastStep()
+	if last != nil {
+		stop, err := a.complete(ctx, v, last)
+		if err != nil || stop {
+			return true, err
+		}
+		if v.dirty {
+			return false, nil // re-read what was just published
+		}
+	}
+	return a.takeStep(ctx, v)
+}
+
+// start publishes vera.run.started with the effective configuration. It
+// is fenced on its own subject (no run.started yet) and its id derives
+// from the task, so exactly one is stored.
+func (a *Agent) start(ctx context.Context, v *runView) error {
+	cfg := v.submitted.RunConfig
+	if cfg.Sandbox.ToolTimeoutMS == 0 {
+		cfg.Sandbox.ToolTimeoutMS = DefaultToolTimeoutMS
+	}
+	st := ledger.NewState(a.Policy)
+	st.Apply(v.submitted)
+	pol := st.Policy()
+	fill := func(dst *int, val int) {
+		if *dst == 0 && val > 0 {
+			*dst = val
+		}
+	}
+	fill(&cfg.Policy.NotesInterval, pol.NotesInterval)
+	fill(&cfg.Policy.StagnationLimit, pol.StagnationLimit)
+	fill(&cfg.Policy.FailureEscalationLimit, pol.FailureEscalationLimit)
+	fill(&cfg.Policy.QueryFamilyLimit, pol.QueryFamilyLimit)
+	p := catalog.RunStarted{AgentID: a.ID, Version: a.Version, Config: cfg}
+	id := bus.DeriveID(v.submittedEv.ID, "agent/run.started")
+	return a.publish(ctx, v, p, id, v.submittedEv.ID, bus.ExpectLastSequence("", 0))
+}
+
+// recordEvidence publishes the evidence and ledger lines of every agent
+// tool result that has none yet; it returns how many results it handled.
+// Evidence ids number the agent's results in stream order, so a replay
+// numbers them the same.
+func (a *Agent) recordEvidence(ctx context.Context, v *runView) (int, error) {
+	n := 0
+	for _, reqID := range v.order {
+		if _, ok := v.evidence[reqID]; ok {
+			continue
+		}
+		r := v.results[reqID]
+		req := v.requests[reqID]
+		evID := protocol.FormatEvidenceID(r.ordinal)
+		e := catalog.EvidenceRecorded{
+			EvidenceID: evID,
+			RequestID:  reqID,
+			Step:       req.Step,
+			Command:    req.Command,
+			ExitCode:   r.data.ExitCode,
+			Excerpt:    excerpt(r.data),
+			URLs:       ledger.URLs(req.Command),
+			OutputBlob: r.data.Stdout.Blob,
+		}
+		if err := a.publish(ctx, v, e, bus.DeriveID(r.ev.ID, "agent/evidence"), r.ev.ID); err != nil {
+			return n, err
+		}
+		if m, ok := v.state.MoveLine(reqID); ok {
+			m.EvidenceID = evID
+			if err := a.publish(ctx, v, m, bus.DeriveID(r.ev.ID, "agent/ledger.move"), r.ev.ID); err != nil {
+				return n, err
+			}
+		}
+		if q, ok := v.state.QueryLine(reqID); ok {
+			q.EvidenceID = evID
+			if err := a.publish(ctx, v, q, bus.DeriveID(r.ev.ID, "agent/ledger.query"), r.ev.ID); err != nil {
+				return n, err
+			}
+		}
+		n++
+	}
+	return n, nil
+}
+
+// excerpt is the quotable part of a result: its stdout (else stderr),
+// trimmed and capped.
+func excerpt(f catalog.ToolFinished) string {
+	out := f.Stdout
+	if strings.TrimSpace(out.Head) == "" && out.Encoding == "" {
+		out = f.Stderr
+	}
+	if out.Encoding != "" {
+		return ""
+	}
+	text := strings.TrimSpace(out.Head)
+	if out.Truncated {
+		text += "\n[...]\n" + strings.TrimSpace(out.Tail)
+	}
+	return protocol.CapText(text, excerptCap)
+}
+
+// complete publishes what the recorded step last still lacks (its policy
+// events, its tool request, notes append or end of run), each once: the
+// ids derive from the step event. stop is true when the run ended or
+// waits for the step's tool result.
+func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop bool, err error) {
+	st := last.data
+	ts := ledger.Decide(*last.before, ledger.ProposedFrom(st))
+	eff := ledger.Summarize(ts)
+	cause := last.ev.ID
+	for _, t := range ts {
+		if err := a.publish(ctx, v, t, bus.DeriveID(cause, "agent/policy/"+t.Rule), cause); err != nil {
+			return false, err
+		}
+	}
+	switch {
+	case eff.Conclude:
+		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, eff.Reason, "", st.Step, cause, "agent/run.finished")
+	case eff.Stop:
+		reason := "finalization stop: " + strings.Join(eff.Messages, " ")
+		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, strings.TrimSpace(reason), "", st.Step, cause, "agent/run.finished")
+	case st.FormatError != "":
+		return false, nil
+	}
+	switch st.ActionTool {
+	case catalog.ActionShell:
+		if st.RequestID == "" { // refused by a gate
+			m := ledger.BlockedMove(st.Step, st.Command)
+			return false, a.publish(ctx, v, m, bus.DeriveID(cause, "agent/ledger.move"), cause)
+		}
+		if _, ok := v.requests[st.RequestID]; !ok {
+			cfg := v.config()
+			cwd, env := v.shellEnv()
+			req := catalog.ToolRequested{
+				RequestID: st.RequestID,
+				Requester: catalog.RequesterAgent,
+				Tool:      catalog.ToolShell,
+				Command:   st.Command,
+				Cwd:       cwd,
+				Env:       env,
+				TimeoutMS: cfg.Sandbox.ToolTimeoutMS,
+				Step:      st.Step,
+			}
+			if req.TimeoutMS <= 0 {
+				req.TimeoutMS = DefaultToolTimeoutMS
+			}
+			if err := a.publish(ctx, v, req, bus.DeriveID(cause, "agent/tool.requested"), cause); err != nil {
+				return false, err
+			}
+		}
+		_, have := v.results[st.RequestID]
+		return !have, nil
+	case catalog.ActionNotesAppend:
+		if eff.Block || strings.TrimSpace(st.NotesText) == "" {
+			return false, nil
+		}
+		n := catalog.NotesAppended{Step: st.Step, Author: catalog.AuthorAgent, Text: st.NotesText, EvidenceIDs: st.EvidenceUsed}
+		return false, a.publish(ctx, v, n, bus.DeriveID(cause, "agent/notes.appended"), cause)
+	case catalog.ActionSubmit:
+		if eff.Block {
+			return false, nil
+		}
+		// The DeepVerifier audit loop is not wired yet: a submitted answer
+		// finishes the run RESOLVED.
+		return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, cause, "agent/run.finished")
+	}
+	return false, nil
+}
+
+// finish publishes vera.run.finished with an id derived from cause.
+func (a *Agent) finish(ctx context.Context, v *runView, outcome catalog.Outcome, reason, answer string, steps int, cause, purpose string, opts ...bus.PublishOption) error {
+	p := catalog.RunFinished{Outcome: outcome, Reason: reason, Steps: steps, Usage: v.usage}
+	if v.started != nil {
+		if d := a.Bus.Options().Clock.Now().Sub(v.startedEv.Time); d > 0 {
+			p.DurationMS = d.Milliseconds()
+		}
+	}
+	if len(answer) > answerInlineMax {
+		ref, err := a.Bus.PutBlob(ctx, []byte(answer), "text/plain; charset=utf-8")
+		if err != nil {
+			return err
+		}
+		ref.Name = "answer.txt"
+		p.AnswerBlob = &ref
+	} else {
+		p.Answer = answer
+	}
+	return a.publish(ctx, v, p, bus.DeriveID(cause, purpose), cause, opts...)
+}
+
+// takeStep decides the next step: the budget, the model call (or the
+// recorded reply of an earlier attempt), the parse and the policy, then
+// publishes vera.agent.step fenced on the run.
+func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
+	last := v.lastStep()
+	n, cause := 1, v.startedEv
+	if last != nil {
+		n, cause = last.data.Step+1, last.ev
+		if r, ok := v.results[last.data.RequestID]; ok && last.data.RequestID != "" {
+			cause = r.ev
+		}
+	}
+	cfg := v.config()
+	if cfg.MaxSteps > 0 && n > cfg.MaxSteps {
+		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, "step budget exhausted", "", n-1, cause.ID, "agent/run.finished/budget", a.fence(v))
+	}
+
+	callID := CallID(n)
+	text, ok, err := a.recorded(ctx, v, callID)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		client, err := a.model(cfg.Model)
+		if err != nil {
+			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model client: "+err.Error(), "", n-1, cause.ID, "agent/run.finished/failed", a.fence(v))
+		}
+		resp, err := client.Complete(ctx, llm.Request{
+			Model:    cfg.Model.Name,
+			Messages: toLLM(a.prompt(ctx, v, n)),
+			RunID:    v.runID,
+			Scope:    string(catalog.ScopeAgent),
+			Step:     n,
+			CallID:   callID,
+			Purpose:  "step",
+			CauseID:  cause.ID,
+		})
+		if callErr := err; callErr != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			// Fence on the stream as it is now, the failed attempts'
+			// events included.
+			v, err = a.load(ctx, v.runID)
+			if err != nil {
+				return false, err
+			}
+			if l := v.lastStep(); v.finished != nil || (l != nil && l.data.Step >= n) {
+				return false, nil
+			}
+			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model call failed: "+callErr.Error(), "", n-1, cause.ID, "agent/run.finished/failed", a.fence(v))
+		}
+		if a.afterModel != nil {
+			if err := a.afterModel(v.runID, n); err != nil {
+				return false, err
+			}
+		}
+		// Decide from the stream as it is now (the recorded response
+		// included), exactly as a worker resuming here would.
+		v, err = a.load(ctx, v.runID)
+		if err != nil {
+			return false, err
+		}
+		if l := v.lastStep(); v.finished != nil || (l != nil && l.data.Step >= n) {
+			return false, nil // someone else went on
+		}
+		if t, ok, err := a.recorded(ctx, v, callID); err != nil {
+			return false, err
+		} else if ok {
+			text = t
+		} else {
+			text = resp.Text // the client records nothing
+		}
+	}
+
+	step := a.parseStep(v, n, text)
+	eff := ledger.Summarize(ledger.Decide(*v.state, ledger.ProposedFrom(step)))
+	if step.FormatError == "" && step.ActionTool == catalog.ActionShell && !eff.Block {
+		step.RequestID = RequestID(n)
+	}
+	id := bus.DeriveID(cause.ID, fmt.Sprintf("agent/step/%d", n))
+	return false, a.publish(ctx, v, step, id, cause.ID, a.fence(v))
+}
+
+// recorded returns the text of a successful recorded agent model call.
+func (a *Agent) recorded(ctx context.Context, v *runView, callID string) (string, bool, error) {
+	r, ok := v.model[callID]
+	if !ok {
+		return "", false, nil
+	}
+	if r.TextBlob == nil {
+		return r.Text, true, nil
+	}
+	data, err := a.Bus.GetBlob(ctx, r.TextBlob.Digest)
+	if err != nil {
+		return "", false, fmt.Errorf("read recorded reply of %s: %w", callID, err)
+	}
+	return string(data), true, nil
+}
+
+// parseStep turns a model reply into the step event.
+func (a *Agent) parseStep(v *runView, n int, text string) catalog.AgentStep {
+	turn, errs := protocol.Parse(text)
+	st := catalog.AgentStep{
+		Step:         n,
+		Thought:      turn.Thought,
+		Action:       turn.Action.Raw,
+		StatusUpdate: turn.StatusUpdate.String(),
+		ModelCallID:  CallID(n),
+	}
+	for _, id := range turn.EvidenceUsed {
+		if v.evIDs[id] {
+			st.EvidenceUsed = append(st.EvidenceUsed, id)
+		} else {
+			st.UnknownEvidence = append(st.UnknownEvidence, id)
+		}
+	}
+	if len(errs) > 0 {
+		st.FormatError = protocol.Summary(errs)
+		return st
+	}
+	st.ActionTool = turn.Action.Tool
+	switch turn.Action.Tool {
+	case catalog.ActionShell:
+		st.Command = turn.Action.Cmd
+	case catalog.ActionNotesAppend:
+		st.NotesText = turn.Action.Text
+	case catalog.ActionSubmit:
+		st.Answer = turn.Action.Answer
+	}
+	return st
+}
+
+// prompt assembles the messages of step n from the run's events.
+func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Message {
+	c := protocol.Context{
+		Task:            v.config().Task,
+		Notes:           v.notesText(),
+		OpenConstraints: v.state.OpenConstraints(),
+	}
+	for _, s := range v.steps {
+		c.Tail = append(c.Tail, protocol.TailEntry{Step: s.data.Step, Action: tailAction(s.data), Observation: v.observation(s.data)})
+	}
+	var fb []string
+	if last := v.lastStep(); last != nil {
+		if last.data.FormatError != "" {
+			fb = append(fb, a.formatFeedback(ctx, v, last.data))
+		}
+		for _, p := range v.policy[last.data.Step] {
+			if p.Message != "" {
+				fb = append(fb, p.Message)
+			}
+		}
+	}
+	c.Feedback = strings.Join(fb, "\n\n")
+	return protocol.Build(c, a.Context)
+}
+
+// formatFeedback re-parses the recorded reply of a step with a format
+// error to render the full feedback; the step's summary is the fallback.
+func (a *Agent) formatFeedback(ctx context.Context, v *runView, st catalog.AgentStep) string {
+	if text, ok, err := a.recorded(ctx, v, st.ModelCallID); err == nil && ok {
+		if _, errs := protocol.Parse(text); len(errs) > 0 {
+			return protocol.Feedback(errs)
+		}
+	}
+	return "FORMAT ERROR: your previous reply was not executed (no tool ran): " + st.FormatError
+}
+
+func tailAction(st catalog.AgentStep) string {
+	if st.Action != "" {
+		return st.Action
+	}
+	if st.FormatError != "" {
+		return "(format error)"
+	}
+	return ""
+}
+
+// observation renders what came of a step for the action tail.
+func (v *runView) observation(st catalog.AgentStep) string {
+	if st.FormatError != "" {
+		return "(format error, nothing ran: " + st.FormatError + ")"
+	}
+	switch st.ActionTool {
+	case catalog.ActionShell:
+		if st.RequestID == "" {
+			return "(not run: refused by the policy layer, see FEEDBACK)"
+		}
+		r, ok := v.results[st.RequestID]
+		if !ok {
+			return "(pending)"
+		}
+		return protocol.RenderObservation(v.evidence[st.RequestID], r.data)
+	case catalog.ActionNotesAppend:
+		for _, nt := range v.notes {
+			if nt.Step == st.Step && nt.Author == catalog.AuthorAgent {
+				return "(appended to notes.md)"
+			}
+		}
+		return "(not appended: refused by the policy layer)"
+	case catalog.ActionSubmit:
+		return "(answer submitted)"
+	}
+	return ""
+}
+
+func toLLM(ms []protocol.Message) []llm.Message {
+	out := make([]llm.Message, len(ms))
+	for i, m := range ms {
+		out[i] = llm.Message{Role: string(m.Role), Content: m.Content}
+	}
+	return out
+}
+
+// model returns the cached client of a model configuration.
+func (a *Agent) model(mc catalog.ModelConfig) (llm.Completer, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.clients[mc]; ok {
+		return c, nil
+	}
+	c, err := a.Models(mc)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, errors.New("no model client")
+	}
+	if a.clients == nil {
+		a.clients = map[catalog.ModelConfig]llm.Completer{}
+	}
+	a.clients[mc] = c
+	return c, nil
+}

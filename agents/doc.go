@@ -1,0 +1,68 @@
+// Package agents is the VERA research agent as a consumer of the bus.
+//
+// An [Agent] runs one durable consumer ("agent" by default) on
+// vera.task.submitted, vera.tool.finished, vera.logic.verdict and
+// vera.audit.feedback. It remembers nothing between deliveries: every
+// delivery rebuilds its run from the run's events (bus.Read with the run
+// id: the configuration, steps, tool requests and results, evidence,
+// notes, policy events and recorded model responses) and takes every
+// decision the run is ready for ([Agent.Advance]), in this order:
+//
+//  1. no vera.run.started yet: publish it with the effective
+//     configuration (defaults filled in), fenced on its own subject and
+//     with an id derived from the task, so that exactly one is stored;
+//  2. every agent vera.tool.finished without evidence: publish
+//     vera.evidence.recorded ev_NNNN, numbered by the result's place among
+//     the run's agent results in stream order (a replay numbers the same),
+//     then its vera.ledger.move and, when the command issued a search
+//     query, vera.ledger.query line (ledger.State.MoveLine / QueryLine);
+//  3. the last step's follow-ups still missing: its policy events
+//     (ledger.Decide on the state folded from the events before the step),
+//     then by its action: the vera.tool.requested of a shell action
+//     (request_id req-sNNNN, cwd and env from the earlier results'
+//     cwd_after and exports), the blocked move of a refused one,
+//     vera.notes.appended, or vera.run.finished (RESOLVED with the answer
+//     of a submit; UNRESOLVED when a policy rule concludes or stops the
+//     run). A shell step whose result has not arrived yet: wait;
+//  4. the step budget (RunConfig.MaxSteps, 0 = unlimited) spent:
+//     vera.run.finished UNRESOLVED("step budget exhausted") — missing
+//     evidence is not a failure;
+//  5. otherwise the next step: reuse the recorded reply of the step's
+//     model call (call id agent-sNNNN) when a crashed worker already made
+//     it, else assemble the prompt (protocol.Build: system prompt, task,
+//     notes rebuilt from vera.notes.appended, OPEN CONSTRAINTS, the action
+//     tail with observations, FEEDBACK from the last step's format errors
+//     and policy messages) and call the model (scope agent, the call's
+//     cause the event that enabled the step, so that its model I/O events
+//     have derived ids). A model error after the client's retries ends
+//     the run FAILED. The reply is parsed (protocol.Parse) into
+//     vera.agent.step, with format_error when invalid (then no tool runs
+//     and the errors are fed back next turn), and request_id set when the
+//     shell action passes the policy gates.
+//
+// # One writer per decision
+//
+// Every decision (a step, the end of a run for the budget or a model
+// failure) is published with bus.ExpectLastSequence on the whole run
+// ([RunFilter], vera.run.<run_id>.>) at the sequence of the last event the
+// decision was taken from: if anything was stored since — another worker's
+// step, a late verdict — the publish fails with bus.ErrConflict, and the
+// agent re-reads and decides again from the longer history (where it
+// usually finds the work done). The follow-ups of a stored decision are
+// not fenced: their ids derive from the decision's event (bus.DeriveID),
+// they are computed from the stored events alone, and the agent skips any
+// id the run already holds, so a redelivery, a restart or a second worker
+// publishes each of them once. Two workers may both call the model for one
+// step in a race; their calls share a call id and cause, hence their model
+// I/O event ids, and only one step is stored.
+//
+// # Not yet
+//
+// The DeepVerifier audit loop is not wired: a submit finishes the run
+// RESOLVED at once. vera.audit.feedback and vera.logic.verdict only
+// trigger a re-evaluation of the run (the verdict feeds the
+// repetition_nudge rule through the ledger fold). vera.run.cancelled is
+// honoured (nothing more is decided) but an in-flight model call is not
+// interrupted. The system prompt is not recorded as a blob in
+// vera.run.started yet.
+package agents

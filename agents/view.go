@@ -1,0 +1,207 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/vera-run/vera/agents/ledger"
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+)
+
+// stepRec is one recorded vera.agent.step with the policy state folded
+// from every event stored before it (what Decide saw).
+type stepRec struct {
+	ev     bus.Event
+	seq    uint64
+	data   catalog.AgentStep
+	before *ledger.State
+}
+
+// finishedRec is one agent vera.tool.finished with its place among the
+// run's agent results (1-based: ev_0001 is the first).
+type finishedRec struct {
+	ev      bus.Event
+	data    catalog.ToolFinished
+	ordinal int
+}
+
+// runView is a run rebuilt from its events: the agent remembers nothing
+// else between deliveries.
+type runView struct {
+	runID string
+
+	submitted   *catalog.TaskSubmitted
+	submittedEv bus.Event
+	started     *catalog.RunStarted
+	startedEv   bus.Event
+	finished    *catalog.RunFinished
+	cancelled   bool
+	lastSeq     uint64 // stream sequence of the last event read (the fence)
+
+	ids      map[string]bool // every event id of the run
+	steps    []stepRec       // in step order
+	byStep   map[int]int     // step → index in steps
+	requests map[string]catalog.ToolRequested
+	results  map[string]finishedRec // request id → result (first one)
+	order    []string               // request ids of agent results in stream order
+	evidence map[string]string      // request id → evidence id
+	evIDs    map[string]bool        // recorded evidence ids
+	notes    []catalog.NotesAppended
+	policy   map[int][]catalog.PolicyTriggered
+	model    map[string]catalog.ModelResponded // call id → successful agent response
+	feedback []catalog.AuditFeedback
+	usage    catalog.TokenUsage
+
+	state *ledger.State // fold of every event
+	dirty bool          // the agent published since the read
+}
+
+// load reads run runID from the stream and rebuilds its view.
+func (a *Agent) load(ctx context.Context, runID string) (*runView, error) {
+	v := &runView{
+		runID:    runID,
+		ids:      map[string]bool{},
+		byStep:   map[int]int{},
+		requests: map[string]catalog.ToolRequested{},
+		results:  map[string]finishedRec{},
+		evidence: map[string]string{},
+		evIDs:    map[string]bool{},
+		policy:   map[int][]catalog.PolicyTriggered{},
+		model:    map[string]catalog.ModelResponded{},
+		state:    ledger.NewState(a.Policy),
+	}
+	for rec, err := range a.Bus.Read(ctx, bus.ReadOptions{RunID: runID}) {
+		if err != nil {
+			return nil, fmt.Errorf("read run %s: %w", runID, err)
+		}
+		v.lastSeq = max(v.lastSeq, rec.Sequence)
+		if rec.Err != nil {
+			continue // malformed: the consumers dead-letter it
+		}
+		ev := rec.Event
+		if v.ids[ev.ID] {
+			continue
+		}
+		v.ids[ev.ID] = true
+		if _, known := catalog.Lookup(ev.Type); !known {
+			continue
+		}
+		p, err := catalog.Decode(ev.Type, ev.Data)
+		if err != nil {
+			continue
+		}
+		v.apply(ev, rec.Sequence, p)
+	}
+	return v, nil
+}
+
+func (v *runView) apply(ev bus.Event, seq uint64, p catalog.Payload) {
+	switch d := p.(type) {
+	case *catalog.TaskSubmitted:
+		if v.submitted == nil {
+			v.submitted, v.submittedEv = d, ev
+		}
+	case *catalog.RunStarted:
+		if v.started == nil {
+			v.started, v.startedEv = d, ev
+		}
+	case *catalog.RunFinished:
+		if v.finished == nil {
+			v.finished = d
+		}
+	case *catalog.RunCancelled:
+		v.cancelled = true
+	case *catalog.AgentStep:
+		if _, dup := v.byStep[d.Step]; !dup {
+			v.byStep[d.Step] = len(v.steps)
+			v.steps = append(v.steps, stepRec{ev: ev, seq: seq, data: *d, before: v.state.Clone()})
+		}
+	case *catalog.ToolRequested:
+		if d.Requester == catalog.RequesterAgent {
+			if _, dup := v.requests[d.RequestID]; !dup {
+				v.requests[d.RequestID] = *d
+			}
+		}
+	case *catalog.ToolFinished:
+		if d.Requester == catalog.RequesterAgent {
+			if _, dup := v.results[d.RequestID]; !dup {
+				v.order = append(v.order, d.RequestID)
+				v.results[d.RequestID] = finishedRec{ev: ev, data: *d, ordinal: len(v.order)}
+			}
+		}
+	case *catalog.EvidenceRecorded:
+		if _, dup := v.evidence[d.RequestID]; !dup && d.RequestID != "" {
+			v.evidence[d.RequestID] = d.EvidenceID
+		}
+		v.evIDs[d.EvidenceID] = true
+	case *catalog.NotesAppended:
+		v.notes = append(v.notes, *d)
+	case *catalog.PolicyTriggered:
+		v.policy[d.Step] = append(v.policy[d.Step], *d)
+	case *catalog.ModelResponded:
+		if d.Scope == catalog.ScopeAgent && d.Error == "" {
+			if _, dup := v.model[d.CallID]; !dup {
+				v.model[d.CallID] = *d
+				v.usage.Prompt += d.Usage.Prompt
+				v.usage.Completion += d.Usage.Completion
+				v.usage.Total += d.Usage.Total
+			}
+		}
+	case *catalog.AuditFeedback:
+		v.feedback = append(v.feedback, *d)
+	}
+	v.state.Apply(p)
+}
+
+// lastStep returns the last recorded step, or nil before the first.
+func (v *runView) lastStep() *stepRec {
+	if len(v.steps) == 0 {
+		return nil
+	}
+	return &v.steps[len(v.steps)-1]
+}
+
+// config returns the run's effective configuration.
+func (v *runView) config() catalog.RunConfig {
+	if v.started != nil {
+		return v.started.Config
+	}
+	if v.submitted != nil {
+		return v.submitted.RunConfig
+	}
+	return catalog.RunConfig{}
+}
+
+// notesText is notes.md as the projector writes it: every append verbatim,
+// each followed by a newline.
+func (v *runView) notesText() string {
+	var b strings.Builder
+	for _, n := range v.notes {
+		b.WriteString(n.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// shellEnv returns the cwd and environment of the next agent command: the
+// cwd_after of the last agent result and the exports of every earlier one,
+// later ones winning.
+func (v *runView) shellEnv() (string, map[string]string) {
+	cwd := ""
+	var env map[string]string
+	for _, id := range v.order {
+		r := v.results[id].data
+		if r.CwdAfter != "" {
+			cwd = r.CwdAfter
+		}
+		for k, val := range r.Exports {
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[k] = val
+		}
+	}
+	return cwd, env
+}
