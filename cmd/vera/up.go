@@ -110,7 +110,7 @@ down.`,
 				close(done)
 			}
 			if !noVerifiers {
-				components = append(components, "verifiers (logic, verifyfast)")
+				components = append(components, "verifiers (logic, verifyfast, deepverify)")
 				comps.Add(1)
 				go func() {
 					defer comps.Done()

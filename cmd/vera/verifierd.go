@@ -14,6 +14,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/verifierd/deepverify"
 	"github.com/vera-run/vera/verifierd/logic"
 	"github.com/vera-run/vera/verifierd/verifyfast"
 )
@@ -85,9 +86,15 @@ func runVerifiers(ctx context.Context, g *globals, url string, f verifierFlags, 
 		}
 	}
 	recorder := llmbus.New(vfBus, llmbus.Options{Logger: log})
+	dvBus, err := connect(catalog.ComponentDeepVerify)
+	if err != nil {
+		return err
+	}
+	defer dvBus.Close()
+	dvRecorder := llmbus.New(dvBus, llmbus.Options{Logger: log})
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	run := func(name string, fn func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -105,6 +112,14 @@ func runVerifiers(ctx context.Context, g *globals, url string, f verifierFlags, 
 		Completer: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			cfg := llmbus.Config(mc)
 			cfg.Recorder, cfg.Logger = recorder, log
+			return llm.New(cfg)
+		},
+	}).Run)
+	run("deepverify auditor", (&deepverify.Auditor{
+		Bus: dvBus, Logger: log,
+		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
+			cfg := llmbus.Config(mc)
+			cfg.Recorder, cfg.Logger = dvRecorder, log
 			return llm.New(cfg)
 		},
 	}).Run)
@@ -131,7 +146,11 @@ the dashboard use. With --hybrid, uncertain cases go to an LLM judge whose
 model calls are events too. VerifyFast scores each candidate final answer
 (vera.audit.requested, or vera.run.finished with an answer) of runs that
 enable it, against the evidence the answer cites, and publishes its three
-phases and the 1-5 credit score. 'vera up' runs the same verifiers.`,
+phases and the 1-5 credit score. The DeepVerifier auditor audits the answers
+of runs that enable it (vera.audit.requested): a clean-room decomposition, up
+to three checks verified with shell commands in the run's read-only auditor
+container, a 1-4 judgement capped by SCOUT gating, and feedback to the agent.
+'vera up' runs the same verifiers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()

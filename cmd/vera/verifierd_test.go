@@ -19,7 +19,7 @@ func TestUpRunsTheLogicVerifier(t *testing.T) {
 	url := "nats://" + addr
 	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
-	if !strings.Contains(upOut.String(), "verifiers (logic, verifyfast)") {
+	if !strings.Contains(upOut.String(), "verifiers (logic, verifyfast, deepverify)") {
 		t.Fatalf("banner: %s", upOut.String())
 	}
 	b := bustest.Connect(t, url, bus.Options{Source: catalog.ComponentAgent})
