@@ -1,57 +1,12 @@
 package ledger
 
 import (
+	"github.com/vera-run/vera/internal/domain"
+
 	"net"
 	"net/url"
 	"strings"
 )
-
-// multiPartSuffixes is the built-in subset of the Public Suffix List that
-// RegistrableDomain knows: the common multi-label country suffixes and
-// the hosting platforms whose users get their own subdomain. Every other
-// suffix is taken to be the last label (com, org, io, ai, uk, google…).
-// This is a deliberate limit: no download, no dependency, no wildcard or
-// exception rules; an unlisted multi-label suffix (say gov.example) makes
-// RegistrableDomain return one label too few (gov.example for
-// agency.gov.example).
-var multiPartSuffixes = map[string]bool{}
-
-func init() {
-	for _, s := range strings.Fields(`
-	co.uk org.uk ac.uk gov.uk ltd.uk plc.uk me.uk net.uk nhs.uk police.uk sch.uk
-	com.au net.au org.au edu.au gov.au asn.au id.au
-	co.nz org.nz govt.nz ac.nz net.nz geek.nz
-	co.jp ne.jp or.jp ac.jp go.jp gr.jp ed.jp lg.jp
-	co.kr or.kr ac.kr go.kr ne.kr re.kr
-	com.cn net.cn org.cn gov.cn edu.cn ac.cn
-	com.hk org.hk edu.hk gov.hk net.hk
-	com.tw org.tw edu.tw gov.tw net.tw
-	com.sg edu.sg gov.sg org.sg net.sg
-	co.in net.in org.in gov.in ac.in edu.in res.in
-	com.br net.br org.br gov.br edu.br
-	com.mx org.mx gob.mx edu.mx net.mx
-	com.ar gob.ar org.ar edu.ar
-	co.za org.za gov.za ac.za
-	com.tr gov.tr edu.tr org.tr
-	co.il org.il ac.il gov.il
-	com.my gov.my edu.my
-	co.id go.id ac.id or.id
-	co.th ac.th go.th in.th
-	com.ph com.vn com.pk com.sa com.eg com.ng co.ke com.ua com.co com.pe com.ve com.uy
-	ac.at co.at gv.at or.at
-	com.pl net.pl org.pl
-	com.es org.es gob.es
-	co.it gov.it
-	com.gr com.cy com.mt
-	gouv.fr asso.fr
-	github.io gitlab.io githubusercontent.com pages.dev workers.dev vercel.app netlify.app
-	herokuapp.com appspot.com web.app firebaseapp.com blogspot.com readthedocs.io
-	azurewebsites.net cloudfront.net s3.amazonaws.com fly.dev onrender.com glitch.me
-	ngrok.io ngrok-free.app surge.sh hf.space streamlit.app replit.app
-	`) {
-		multiPartSuffixes[s] = true
-	}
-}
 
 // Host returns the lower-cased host name of a URL or of a bare host
 // ("example.com/x", "example.com:8080"), without port, user info or a
@@ -110,29 +65,11 @@ func canonHost(raw string) string {
 // RegistrableDomain returns the registrable domain (eTLD+1) of a URL or
 // host: news.bbc.co.uk → bbc.co.uk, docs.python.org → python.org,
 // acme.github.io → acme.github.io. Public suffixes come from a built-in
-// list of common multi-label suffixes (see multiPartSuffixes); any other
+// list of common multi-label suffixes (package internal/domain, shared with the auditor); any other
 // suffix is the last label. An IP address, a single-label host
 // (localhost) and a host that is itself a listed suffix are returned as
 // they are; "" when raw has no host.
-func RegistrableDomain(raw string) string {
-	h := Host(raw)
-	if h == "" || net.ParseIP(h) != nil || !strings.Contains(h, ".") {
-		return h
-	}
-	labels := strings.Split(h, ".")
-	n := len(labels)
-	suffix := 1
-	for k := n; k >= 2; k-- {
-		if multiPartSuffixes[strings.Join(labels[n-k:], ".")] {
-			suffix = k
-			break
-		}
-	}
-	if suffix >= n {
-		return h
-	}
-	return strings.Join(labels[n-suffix-1:], ".")
-}
+func RegistrableDomain(raw string) string { return domain.Registrable(Host(raw)) }
 
 // publicSuffix returns the suffix part of a registrable domain.
 func publicSuffix(reg string) string {

@@ -1,9 +1,9 @@
 package deepverify
 
 import (
+	"github.com/vera-run/vera/internal/domain"
+
 	"fmt"
-	"net"
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -176,85 +176,8 @@ func urlsIn(ref string) []string {
 	return nil
 }
 
-// multiPartSuffixes are common public suffixes of more than one label.
-var multiPartSuffixes = map[string]bool{}
-
-func init() {
-	for _, s := range strings.Fields(`
-co.uk org.uk ac.uk gov.uk ltd.uk plc.uk me.uk net.uk nhs.uk police.uk sch.uk
-com.au net.au org.au edu.au gov.au asn.au id.au
-co.nz org.nz net.nz ac.nz govt.nz geek.nz
-co.jp ne.jp or.jp ac.jp go.jp ed.jp lg.jp gr.jp
-co.kr or.kr ac.kr go.kr ne.kr re.kr
-com.cn net.cn org.cn gov.cn edu.cn ac.cn
-com.hk org.hk edu.hk gov.hk net.hk
-com.tw org.tw edu.tw gov.tw net.tw
-com.sg org.sg edu.sg gov.sg net.sg
-co.in net.in org.in ac.in gov.in edu.in res.in firm.in gen.in ind.in
-com.br net.br org.br gov.br edu.br
-com.mx org.mx gob.mx edu.mx net.mx
-com.ar org.ar gob.ar edu.ar net.ar
-co.za org.za gov.za ac.za net.za
-com.tr org.tr gov.tr edu.tr net.tr
-com.ru org.ru net.ru
-co.il org.il ac.il gov.il
-com.my org.my gov.my edu.my
-com.ph gov.ph edu.ph
-com.vn gov.vn edu.vn
-co.th ac.th go.th or.th
-co.id ac.id go.id or.id
-com.pk gov.pk edu.pk
-com.eg gov.eg edu.eg
-com.sa gov.sa edu.sa
-com.ng gov.ng edu.ng
-co.ke or.ke ac.ke go.ke
-gv.at co.at or.at ac.at
-com.pl org.pl net.pl gov.pl edu.pl
-com.ua gov.ua org.ua
-com.es org.es gob.es edu.es
-com.pt gov.pt org.pt
-com.gr gov.gr edu.gr
-gouv.fr asso.fr
-europa.eu
-github.io gitlab.io pages.dev netlify.app vercel.app herokuapp.com appspot.com
-blogspot.com wordpress.com cloudfront.net azurewebsites.net readthedocs.io
-s3.amazonaws.com
-`) {
-		multiPartSuffixes[s] = true
-	}
-}
-
 // RegistrableDomain returns the registrable domain (eTLD+1) of a URL or
 // host: www.bbc.co.uk → bbc.co.uk, docs.python.org → python.org. It knows
 // single-label suffixes and a list of common multi-part ones; IP addresses
 // are returned as they are, "" when there is no host.
-func RegistrableDomain(urlOrHost string) string {
-	host := urlOrHost
-	if strings.Contains(urlOrHost, "://") {
-		u, err := url.Parse(urlOrHost)
-		if err != nil {
-			return ""
-		}
-		host = u.Hostname()
-	} else if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(strings.ToLower(host), ".")
-	if host == "" {
-		return ""
-	}
-	if net.ParseIP(host) != nil {
-		return host
-	}
-	labels := strings.Split(host, ".")
-	if len(labels) < 2 {
-		return host
-	}
-	// Longest known suffix first (up to three labels).
-	for n := min(3, len(labels)-1); n >= 2; n-- {
-		if multiPartSuffixes[strings.Join(labels[len(labels)-n:], ".")] {
-			return strings.Join(labels[len(labels)-n-1:], ".")
-		}
-	}
-	return strings.Join(labels[len(labels)-2:], ".")
-}
+func RegistrableDomain(urlOrHost string) string { return domain.Registrable(urlOrHost) }
