@@ -62,9 +62,10 @@
 //
 // # Metrics
 //
-// [Metrics] is a fold of events into counters ([Metrics.Observe]); the same
-// events give the same values, in any process. Every metric the VERA spec
-// names is present from the start (at zero):
+// [Metrics] is a fold of events into prometheus/client_golang collectors
+// ([Metrics.Observe]) kept in a private registry (never the global one);
+// the same events give the same values, in any process. Every metric the
+// VERA spec names is present from the start (at zero):
 //
 //	dra_verifier_scores_total{score}     vera.audit.judged, by final score 1-4
 //	dra_verifier_last_score              score of the latest vera.audit.judged
@@ -93,6 +94,16 @@
 // stream with an ordered (non-durable) reader from its first event and
 // follows it, so a restart rebuilds every counter from the stream instead of
 // remembering it. Bus health (consumer lag, redeliveries, dead letters) is
-// sampled from JetStream by [Metrics.RunHealth] and kept apart: it describes
-// the server now, not the stream, and is not part of [Metrics.WriteText].
+// sampled from JetStream by [Metrics.RunHealth] and kept apart, in a second
+// registry: it describes the server now, not the stream, and is not part of
+// [Metrics.WriteText].
+//
+// [Metrics.Handler] is promhttp over both registries. [Metrics.WriteText]
+// (the metrics.prom snapshot) is the event registry's Gather encoded by
+// expfmt in the text format: families sorted by name, series by label
+// values, no timestamps, so the same events give the same bytes. A labelled
+// family with no series yet (vera_events_total before the first event) is
+// left out rather than written as bare HELP and TYPE lines. A negative token
+// count (data breaking the catalogue's minimum=0) adds nothing, since a
+// counter never goes down.
 package projector

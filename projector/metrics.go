@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -9,10 +10,15 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
@@ -37,61 +43,110 @@ const (
 
 // Metrics folds events into VERA's Prometheus metrics. The zero value is
 // not usable; call NewMetrics.
+//
+// The collectors live in private client_golang registries (never the
+// global one): events holds what is derived from events only (WriteText,
+// the metrics.prom snapshot), health what is sampled from the server.
 type Metrics struct {
 	Bus    *bus.Bus
 	Logger *slog.Logger
 
-	events *registry // derived from events only (WriteText)
-	health *registry // sampled from the server
+	// mu serialises Observe with snapshots of events, so that a snapshot
+	// never shows half of an event's fold; healthMu does the same for a
+	// health sample (reset, then set).
+	mu, healthMu sync.Mutex
+
+	events *prometheus.Registry // derived from events only (WriteText)
+	health *prometheus.Registry // sampled from the server
 
 	// seen holds the event ids folded per run, so that a copy stored twice
 	// counts once; a run's set is dropped at its vera.run.finished to
 	// bound memory.
 	seen map[string]map[string]struct{}
 
-	scores, lastScore, duration, verifierTokens, modelTokens       *family
-	instrChars, instrURL, instrPath, instrCmd, beforeTools, length *family
-	gradient, policy, eventsTotal, malformed                       *family
-	policyByType                                                   map[string]*family
+	scores, modelTokens, eventsTotal                           *prometheus.CounterVec
+	lastScore                                                  prometheus.Gauge
+	duration                                                   prometheus.Histogram
+	instrChars                                                 prometheus.Summary
+	verifierTokens, instrURL, instrPath, instrCmd, beforeTools prometheus.Counter
+	length, gradient, malformed                                prometheus.Counter
+	policyByType                                               map[string]prometheus.Counter
 
-	consPending, consAckPending, consRedelivered, deadLetters, streamMsgs, healthErrors *family
+	consPending, consAckPending, consRedelivered, deadLetters *prometheus.GaugeVec
+	streamMsgs                                                prometheus.Gauge
+	healthErrors                                              prometheus.Counter
+}
+
+func newCounter(r *prometheus.Registry, name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	r.MustRegister(c)
+	return c
+}
+
+func newCounterVec(r *prometheus.Registry, name, help, label string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	r.MustRegister(c)
+	return c
+}
+
+func newGauge(r *prometheus.Registry, name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	r.MustRegister(g)
+	return g
+}
+
+func newGaugeVec(r *prometheus.Registry, name, help, label string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{label})
+	r.MustRegister(g)
+	return g
 }
 
 // NewMetrics returns metrics with every spec metric present at zero.
 func NewMetrics(b *bus.Bus, logger *slog.Logger) *Metrics {
-	m := &Metrics{Bus: b, Logger: logger, events: newRegistry(), health: newRegistry(), seen: map[string]map[string]struct{}{}, policyByType: map[string]*family{}}
+	m := &Metrics{Bus: b, Logger: logger, events: prometheus.NewRegistry(), health: prometheus.NewRegistry(), seen: map[string]map[string]struct{}{}, policyByType: map[string]prometheus.Counter{}}
 	r := m.events
-	m.scores = r.add(MetricVerifierScores, "Auditor rounds by final score (vera.audit.judged).", kindCounter, "score")
+	m.scores = newCounterVec(r, MetricVerifierScores, "Auditor rounds by final score (vera.audit.judged).", "score")
 	for s := 1; s <= 4; s++ {
-		m.scores.get(strconv.Itoa(s))
+		m.scores.WithLabelValues(strconv.Itoa(s))
 	}
-	m.lastScore = r.add(MetricVerifierLastScore, "Score of the latest audit round in stream order (vera.audit.judged).", kindGauge, "")
-	m.duration = r.add(MetricVerifierDuration, "Duration of audit rounds (vera.audit.judged duration_ms).", kindHistogram, "", 1, 5, 10, 30, 60, 120, 300, 600, 1800)
-	m.verifierTokens = r.add(MetricVerifierModelTokens, "Model tokens used by audit rounds (vera.audit.judged model_tokens).", kindCounter, "")
-	m.modelTokens = r.add(MetricModelTokens, "Model tokens by scope (vera.model.responded usage.total).", kindCounter, "scope")
+	m.lastScore = newGauge(r, MetricVerifierLastScore, "Score of the latest audit round in stream order (vera.audit.judged).")
+	m.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    MetricVerifierDuration,
+		Help:    "Duration of audit rounds (vera.audit.judged duration_ms).",
+		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1800},
+	})
+	r.MustRegister(m.duration)
+	m.verifierTokens = newCounter(r, MetricVerifierModelTokens, "Model tokens used by audit rounds (vera.audit.judged model_tokens).")
+	m.modelTokens = newCounterVec(r, MetricModelTokens, "Model tokens by scope (vera.model.responded usage.total).", "scope")
 	for _, s := range []string{"agent", "verifier", "judge", "verifyfast", "logic"} {
-		m.modelTokens.get(s)
+		m.modelTokens.WithLabelValues(s)
 	}
-	m.instrChars = r.add(MetricInstructionChars, "Length in characters of the auditor's corrective instructions (vera.audit.judged).", kindSummary, "")
-	m.instrURL = r.add(MetricInstructionHasURL, "Auditor instructions naming a URL.", kindCounter, "")
-	m.instrPath = r.add(MetricInstructionHasPath, "Auditor instructions naming a file path.", kindCounter, "")
-	m.instrCmd = r.add(MetricInstructionHasCmd, "Auditor instructions naming a shell command.", kindCounter, "")
-	m.beforeTools = r.add(MetricVerifierBeforeTools, "Audit requests made before any agent tool call (vera.audit.requested tool_calls 0).", kindCounter, "")
-	m.length = r.add(MetricModelFinishReasonLength, "Model replies cut by the token limit (vera.model.responded finish_reason length).", kindCounter, "")
-	m.gradient = r.add(MetricVerifierGradient, "Corrective feedback handed back to the agent: vera.audit.feedback not accepted, with instructions or a message.", kindCounter, "")
+	// No objectives: only _sum and _count, which are a pure fold (quantiles
+	// would depend on wall-clock age windows).
+	m.instrChars = prometheus.NewSummary(prometheus.SummaryOpts{
+		Name: MetricInstructionChars,
+		Help: "Length in characters of the auditor's corrective instructions (vera.audit.judged).",
+	})
+	r.MustRegister(m.instrChars)
+	m.instrURL = newCounter(r, MetricInstructionHasURL, "Auditor instructions naming a URL.")
+	m.instrPath = newCounter(r, MetricInstructionHasPath, "Auditor instructions naming a file path.")
+	m.instrCmd = newCounter(r, MetricInstructionHasCmd, "Auditor instructions naming a shell command.")
+	m.beforeTools = newCounter(r, MetricVerifierBeforeTools, "Audit requests made before any agent tool call (vera.audit.requested tool_calls 0).")
+	m.length = newCounter(r, MetricModelFinishReasonLength, "Model replies cut by the token limit (vera.model.responded finish_reason length).")
+	m.gradient = newCounter(r, MetricVerifierGradient, "Corrective feedback handed back to the agent: vera.audit.feedback not accepted, with instructions or a message.")
 	for _, rule := range catalog.PolicyRules() {
-		m.policyByType["vera.policy."+rule] = r.add(catalog.PolicyMetricName(rule), "Times the policy rule "+rule+" fired (vera.policy."+rule+").", kindCounter, "")
+		m.policyByType["vera.policy."+rule] = newCounter(r, catalog.PolicyMetricName(rule), "Times the policy rule "+rule+" fired (vera.policy."+rule+").")
 	}
-	m.eventsTotal = r.add("vera_events_total", "Events folded, by type.", kindCounter, "type")
-	m.malformed = r.add("vera_events_malformed_total", "Stored messages that are not valid events or whose data does not decode.", kindCounter, "")
+	m.eventsTotal = newCounterVec(r, "vera_events_total", "Events folded, by type.", "type")
+	m.malformed = newCounter(r, "vera_events_malformed_total", "Stored messages that are not valid events or whose data does not decode.")
 
 	h := m.health
-	m.consPending = h.add("vera_bus_consumer_pending", "Events not yet delivered to a durable consumer of stream VERA (its lag).", kindGauge, "consumer")
-	m.consAckPending = h.add("vera_bus_consumer_ack_pending", "Events delivered to a durable consumer and not yet acknowledged.", kindGauge, "consumer")
-	m.consRedelivered = h.add("vera_bus_consumer_redelivered", "Events of a durable consumer delivered more than once and still unacknowledged.", kindGauge, "consumer")
-	m.deadLetters = h.add("vera_bus_dead_letters", "Messages in the dead-letter stream VERA_DLQ, by consumer.", kindGauge, "consumer")
-	m.streamMsgs = h.add("vera_bus_stream_messages", "Messages stored in stream VERA.", kindGauge, "")
-	m.healthErrors = h.add("vera_bus_health_errors_total", "Failed samples of the bus health.", kindCounter, "")
+	m.consPending = newGaugeVec(h, "vera_bus_consumer_pending", "Events not yet delivered to a durable consumer of stream VERA (its lag).", "consumer")
+	m.consAckPending = newGaugeVec(h, "vera_bus_consumer_ack_pending", "Events delivered to a durable consumer and not yet acknowledged.", "consumer")
+	m.consRedelivered = newGaugeVec(h, "vera_bus_consumer_redelivered", "Events of a durable consumer delivered more than once and still unacknowledged.", "consumer")
+	m.deadLetters = newGaugeVec(h, "vera_bus_dead_letters", "Messages in the dead-letter stream VERA_DLQ, by consumer.", "consumer")
+	m.streamMsgs = newGauge(h, "vera_bus_stream_messages", "Messages stored in stream VERA.")
+	m.healthErrors = newCounter(h, "vera_bus_health_errors_total", "Failed samples of the bus health.")
 	return m
 }
 
@@ -112,8 +167,8 @@ var (
 // the same values; an event id already seen in its run (until the run's
 // vera.run.finished) is ignored.
 func (m *Metrics) Observe(ev bus.Event) {
-	m.events.mu.Lock()
-	defer m.events.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	ids := m.seen[ev.RunID]
 	if ids == nil {
 		ids = map[string]struct{}{}
@@ -126,10 +181,10 @@ func (m *Metrics) Observe(ev bus.Event) {
 	if ev.Type == catalog.TypeRunFinished {
 		delete(m.seen, ev.RunID)
 	}
-	m.eventsTotal.get(ev.Type).value++
+	m.eventsTotal.WithLabelValues(ev.Type).Inc()
 	bad := func(err error) {
 		if err != nil {
-			m.malformed.get("").value++
+			m.malformed.Inc()
 		}
 	}
 	switch ev.Type {
@@ -139,20 +194,20 @@ func (m *Metrics) Observe(ev bus.Event) {
 			bad(err)
 			return
 		}
-		m.scores.get(strconv.Itoa(d.Score)).value++
-		m.lastScore.get("").value = float64(d.Score)
-		m.duration.observe("", float64(d.DurationMS)/1000)
-		m.verifierTokens.get("").value += float64(d.ModelTokens)
+		m.scores.WithLabelValues(strconv.Itoa(d.Score)).Inc()
+		m.lastScore.Set(float64(d.Score))
+		m.duration.Observe(float64(d.DurationMS) / 1000)
+		addCount(m.verifierTokens, d.ModelTokens)
 		for _, in := range d.Instructions {
-			m.instrChars.observe("", float64(utf8.RuneCountInString(in)))
+			m.instrChars.Observe(float64(utf8.RuneCountInString(in)))
 			if reURL.MatchString(in) {
-				m.instrURL.get("").value++
+				m.instrURL.Inc()
 			}
 			if rePath.MatchString(in) {
-				m.instrPath.get("").value++
+				m.instrPath.Inc()
 			}
 			if reCmd.MatchString(in) {
-				m.instrCmd.get("").value++
+				m.instrCmd.Inc()
 			}
 		}
 	case catalog.TypeAuditRequested:
@@ -162,7 +217,7 @@ func (m *Metrics) Observe(ev bus.Event) {
 			return
 		}
 		if d.ToolCalls == 0 {
-			m.beforeTools.get("").value++
+			m.beforeTools.Inc()
 		}
 	case catalog.TypeAuditFeedback:
 		var d catalog.AuditFeedback
@@ -171,7 +226,7 @@ func (m *Metrics) Observe(ev bus.Event) {
 			return
 		}
 		if !d.Accepted && (len(d.Instructions) > 0 || strings.TrimSpace(d.Message) != "") {
-			m.gradient.get("").value++
+			m.gradient.Inc()
 		}
 	case catalog.TypeModelResponded:
 		var d catalog.ModelResponded
@@ -183,39 +238,71 @@ func (m *Metrics) Observe(ev bus.Event) {
 		if scope == "" {
 			scope = "unknown"
 		}
-		m.modelTokens.get(scope).value += float64(d.Usage.Total)
+		addCount(m.modelTokens.WithLabelValues(scope), d.Usage.Total)
 		if d.FinishReason == "length" {
-			m.length.get("").value++
+			m.length.Inc()
 		}
 	default:
 		if f := m.policyByType[ev.Type]; f != nil {
-			f.get("").value++
+			f.Inc()
 		}
 	}
 }
 
 // ObserveMalformed counts a stored message that is not a valid event.
 func (m *Metrics) ObserveMalformed() {
-	m.events.mu.Lock()
-	m.malformed.get("").value++
-	m.events.mu.Unlock()
+	m.mu.Lock()
+	m.malformed.Inc()
+	m.mu.Unlock()
+}
+
+// addCount adds n to a counter. A negative n (data breaking the catalogue's
+// minimum=0) adds nothing: a Prometheus counter never goes down.
+func addCount(c prometheus.Counter, n int64) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
 }
 
 // WriteText writes the event-derived metrics in the Prometheus text format,
 // deterministically (sorted, no timestamps): the metrics.prom snapshot.
 // Bus health is not included.
-func (m *Metrics) WriteText(w io.Writer) error { return m.events.write(w) }
-
-// Handler serves /metrics: the event-derived metrics, then bus health.
-func (m *Metrics) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		if err := m.events.write(w); err != nil {
-			return
+// The registry sorts families by name and series by label values, and the
+// text encoder writes no timestamps (nor created timestamps), so the same
+// events give byte-identical output.
+func (m *Metrics) WriteText(w io.Writer) error {
+	mfs, err := m.eventsGatherer().Gather()
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
+			return err
 		}
-		_ = m.health.write(w)
+	}
+	return bw.Flush()
+}
+
+// Handler serves /metrics: the event-derived metrics and bus health, in the
+// format the scraper negotiates (promhttp).
+func (m *Metrics) Handler() http.Handler {
+	g := prometheus.Gatherers{m.eventsGatherer(), m.healthGatherer()}
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+// lockedGatherer gathers r while holding mu, so a snapshot never sees half
+// of an update.
+func lockedGatherer(mu *sync.Mutex, r *prometheus.Registry) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Gather()
 	})
 }
+
+func (m *Metrics) eventsGatherer() prometheus.Gatherer { return lockedGatherer(&m.mu, m.events) }
+func (m *Metrics) healthGatherer() prometheus.Gatherer { return lockedGatherer(&m.healthMu, m.health) }
 
 // Run folds the whole stream from its first event and follows it until ctx
 // ends. It uses an ordered, non-durable reader on purpose: metrics are a
@@ -270,9 +357,7 @@ func (m *Metrics) RunHealth(ctx context.Context, interval time.Duration) error {
 func (m *Metrics) SampleHealth(ctx context.Context) error {
 	err := m.sampleHealth(ctx)
 	if err != nil {
-		m.health.mu.Lock()
-		m.healthErrors.get("").value++
-		m.health.mu.Unlock()
+		m.healthErrors.Inc()
 	}
 	return err
 }
@@ -317,21 +402,21 @@ func (m *Metrics) sampleHealth(ctx context.Context) error {
 		return err
 	}
 
-	m.health.mu.Lock()
-	defer m.health.mu.Unlock()
-	clear(m.consPending.series)
-	clear(m.consAckPending.series)
-	clear(m.consRedelivered.series)
-	clear(m.deadLetters.series)
+	m.healthMu.Lock()
+	defer m.healthMu.Unlock()
+	m.consPending.Reset()
+	m.consAckPending.Reset()
+	m.consRedelivered.Reset()
+	m.deadLetters.Reset()
 	for name, c := range consumers {
-		m.consPending.get(name).value = float64(c.pending)
-		m.consAckPending.get(name).value = float64(c.ackPending)
-		m.consRedelivered.get(name).value = float64(c.rd)
+		m.consPending.WithLabelValues(name).Set(float64(c.pending))
+		m.consAckPending.WithLabelValues(name).Set(float64(c.ackPending))
+		m.consRedelivered.WithLabelValues(name).Set(float64(c.rd))
 	}
 	for name, n := range dead {
-		m.deadLetters.get(name).value = float64(n)
+		m.deadLetters.WithLabelValues(name).Set(float64(n))
 	}
-	m.streamMsgs.get("").value = float64(si.State.Msgs)
+	m.streamMsgs.Set(float64(si.State.Msgs))
 	return nil
 }
 

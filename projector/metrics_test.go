@@ -147,3 +147,36 @@ func TestMetricsLiveEqualsReplayFold(t *testing.T) {
 		t.Errorf("handler does not serve the event metrics:\n%s", body)
 	}
 }
+
+func TestMetricsHealthApartAndNegativeTokens(t *testing.T) {
+	m := NewMetrics(nil, nil)
+	// Data breaking the catalogue's minimum=0 must not panic a counter
+	// (client_golang panics on a negative Add) nor lower it.
+	for _, ev := range []bus.Event{
+		{ID: "n1", RunID: "r", Type: "vera.audit.judged", Data: []byte(`{"score":3,"model_tokens":-5}`)},
+		{ID: "n2", RunID: "r", Type: "vera.model.responded", Data: []byte(`{"scope":"judge","usage":{"total":-7}}`)},
+	} {
+		m.Observe(ev)
+	}
+	var buf bytes.Buffer
+	if err := m.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	for _, want := range []string{"dra_verifier_model_tokens_total 0\n", `dra_model_tokens_total{scope="judge"} 0` + "\n", `dra_verifier_scores_total{score="3"} 1` + "\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("want %q in\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "vera_bus_") {
+		t.Errorf("bus health in the metrics.prom snapshot:\n%s", text)
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{"vera_bus_health_errors_total 0\n", "vera_bus_stream_messages 0\n", `dra_verifier_scores_total{score="3"} 1` + "\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("want %q in /metrics:\n%s", want, body)
+		}
+	}
+}
