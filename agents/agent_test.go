@@ -83,20 +83,7 @@ func (h *harness) newAgent(id string) *Agent {
 
 // start runs a until the returned stop is called (or the test ends).
 func (h *harness) start(a *Agent) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				h.t.Errorf("agent %s: %v", a.ID, err)
-			}
-		})
-	}
-	h.t.Cleanup(stop)
-	return stop
+	return bustest.Start(h.t, "agent "+a.ID, a.Run)
 }
 
 // tools answers every agent tool request with answer(request).

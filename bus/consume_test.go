@@ -26,25 +26,7 @@ import (
 // that cancels it and waits for it to return.
 func consumeUntil(t *testing.T, b *bus.Bus, cfg bus.ConsumerConfig, h bus.Handler) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Consume(ctx, cfg, h) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Consume returned %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("Consume did not return after cancel")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return bustest.Start(t, "Consume "+cfg.Durable, func(ctx context.Context) error { return b.Consume(ctx, cfg, h) })
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

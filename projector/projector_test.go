@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,20 +94,8 @@ func waitProjected(tb testing.TB, dir string, seq uint64) {
 // startFiles runs a live file projector until the returned stop is called.
 func startFiles(tb testing.TB, b *bus.Bus) (stop func()) {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	f := &Files{Bus: b, Logger: bustest.Logger(tb)}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := f.Run(ctx); err != nil {
-			tb.Error(err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
-	tb.Cleanup(stop)
-	return stop
+	return bustest.Start(tb, "Files.Run", f.Run)
 }
 
 // checkLines fails unless every file is whole lines and every .jsonl line

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -205,4 +206,30 @@ var LeakIgnores = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
 	goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*srvMemStore).expireMsgs"),
 	goleak.IgnoreTopFunction("time.Sleep"),
+}
+
+// Start runs a component's Run(ctx) in the background until the returned
+// stop is called or the test ends. stop cancels ctx and waits for Run to
+// return (at most a minute); an error from Run, or a Run that does not
+// return, fails the test under name.
+func Start(tb testing.TB, name string, run func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					tb.Errorf("%s: %v", name, err)
+				}
+			case <-time.After(time.Minute):
+				tb.Errorf("%s did not return within a minute of cancel", name)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return stop
 }

@@ -144,20 +144,7 @@ func (h *harness) models() func(catalog.ModelConfig) (llm.Completer, error) {
 // runAuditor starts an auditor; the returned stop cancels it and waits.
 func (h *harness) runAuditor() (*Auditor, func()) {
 	a := &Auditor{Bus: h.b, Models: h.models(), Logger: bustest.Logger(h.t)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				h.t.Errorf("auditor: %v", err)
-			}
-		})
-	}
-	h.t.Cleanup(stop)
-	return a, stop
+	return a, bustest.Start(h.t, "auditor", a.Run)
 }
 
 // runToolAnswerer stands in for sandboxd: it answers the auditor's tool

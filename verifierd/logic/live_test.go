@@ -1,13 +1,11 @@
 package logic
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,25 +80,7 @@ func startLive(t *testing.T, l *Live) (stop func()) {
 	if l.Logger == nil {
 		l.Logger = bustest.Logger(t)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Live.Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("Live.Run did not return after cancel")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return bustest.Start(t, "Live.Run", l.Run)
 }
 
 // waitIdle waits until the durable consumer has acknowledged every step.

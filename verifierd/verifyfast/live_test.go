@@ -125,19 +125,7 @@ func (e *liveEnv) live() *Live {
 // start runs l until the test ends or stop is called.
 func (e *liveEnv) start(l *Live) {
 	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	e.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				e.t.Errorf("Live.Run: %v", err)
-			}
-		})
-	}
-	e.t.Cleanup(e.stop)
+	e.stop = bustest.Start(e.t, "Live.Run", l.Run)
 }
 
 // pub publishes a payload on a run and returns the stored event and its
