@@ -237,18 +237,43 @@ func (o Options) DeadLetterStreamConfig() jetstream.StreamConfig {
 }
 
 // EnsureStreams creates VERA's streams and object store, or updates them to
-// the current configuration.
+// the current configuration. While a cluster is forming or electing a
+// leader an API request can go unanswered: each attempt has its own
+// timeout and is retried until ctx ends.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range []jetstream.StreamConfig{b.opts.StreamConfig(), b.opts.DeadLetterStreamConfig()} {
-		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		err := b.retryAPI(ctx, "create stream "+cfg.Name, func(actx context.Context) error {
+			_, err := b.js.CreateOrUpdateStream(actx, cfg)
+			return err
+		})
+		if err != nil {
 			if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 				return fmt.Errorf("create stream %s: %w (enable JetStream on the server, see nats.conf)", cfg.Name, err)
 			}
 			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 	}
-	if _, err := b.blobStore(ctx); err != nil {
+	return b.retryAPI(ctx, "open object store "+BlobBucket, func(actx context.Context) error {
+		_, err := b.blobStore(actx)
 		return err
+	})
+}
+
+// retryAPI calls op with a per-attempt timeout, retrying timeouts and
+// missing responders with backoff until ctx ends.
+func (b *Bus) retryAPI(ctx context.Context, what string, op func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := op(actx)
+		cancel()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		b.log.Warn(what+": retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff(attempt)):
+		}
 	}
-	return nil
 }

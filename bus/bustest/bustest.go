@@ -51,7 +51,7 @@ func Connect(tb testing.TB, url string, opts bus.Options) *bus.Bus {
 	if opts.Logger == nil {
 		opts.Logger = Logger(tb)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := bus.Connect(ctx, opts)
 	if err != nil {
