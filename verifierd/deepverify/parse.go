@@ -1,6 +1,8 @@
 package deepverify
 
 import (
+	"github.com/vera-run/vera/internal/llm"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,37 +44,6 @@ type Judgement struct {
 	Explanation  string   `json:"explanation"`
 	Score        int      `json:"score"`
 	Instructions []string `json:"instructions"`
-}
-
-// ExtractJSON finds the JSON object in a model reply: the whole reply, a
-// fenced ```json block, or the outermost {...} span.
-func ExtractJSON(reply string) (string, error) {
-	s := strings.TrimSpace(reply)
-	if i := strings.Index(s, "```"); i >= 0 {
-		rest := s[i+3:]
-		rest = strings.TrimPrefix(rest, "json")
-		rest = strings.TrimPrefix(rest, "JSON")
-		if j := strings.Index(rest, "```"); j >= 0 {
-			if c := strings.TrimSpace(rest[:j]); strings.HasPrefix(c, "{") && json.Valid([]byte(c)) {
-				return c, nil
-			}
-		}
-	}
-	start := strings.Index(s, "{")
-	end := strings.LastIndex(s, "}")
-	if start < 0 || end < start {
-		return "", errors.New("no JSON object in the reply")
-	}
-	c := s[start : end+1]
-	if !json.Valid([]byte(c)) {
-		// Trailing commas are the commonest slip.
-		fixed := strings.NewReplacer(",}", "}", ", }", "}", ",]", "]", ", ]", "]").Replace(c)
-		if json.Valid([]byte(fixed)) {
-			return fixed, nil
-		}
-		return "", errors.New("the JSON object in the reply is malformed")
-	}
-	return c, nil
 }
 
 // ParseDecomposition parses and normalises a decomposition reply: unknown
@@ -157,7 +128,7 @@ func ParseJudgement(reply string) (Judgement, error) {
 }
 
 func decode(reply string, v any) error {
-	c, err := ExtractJSON(reply)
+	c, err := llm.ExtractJSONObject(reply)
 	if err != nil {
 		return err
 	}

@@ -365,21 +365,18 @@ func ParseJudgeReply(text string) (JudgeReply, error) {
 	return r, nil
 }
 
-// firstJSONObject decodes the first JSON object found in s.
+// firstJSONObject decodes the JSON object of a model reply (found as every
+// component finds it: llm.ExtractJSONObject), or nil.
 func firstJSONObject(s string) map[string]json.RawMessage {
-	for i := 0; i < len(s); i++ {
-		j := strings.IndexByte(s[i:], '{')
-		if j < 0 {
-			return nil
-		}
-		i += j
-		dec := json.NewDecoder(strings.NewReader(s[i:]))
-		var obj map[string]json.RawMessage
-		if err := dec.Decode(&obj); err == nil && obj != nil {
-			return obj
-		}
+	text, err := llm.ExtractJSONObject(s)
+	if err != nil {
+		return nil
 	}
-	return nil
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(text), &obj) != nil {
+		return nil
+	}
+	return obj
 }
 
 // smallInt reads an integral JSON number, or a string holding one.

@@ -24,7 +24,7 @@ import (
 //
 // Model replies must be one JSON object (see the prompts); code fences,
 // prose around it, <think> blocks and trailing commas are tolerated
-// (ExtractJSONObject). A reply that still cannot be used — invalid JSON, a
+// (llm.ExtractJSONObject). A reply that still cannot be used — invalid JSON, a
 // schema violation, a finding without severity or quote, more than
 // MaxFacts facts — is answered by asking again once (MaxRepairs) with the
 // reason appended to the conversation; if that fails too the phase fails

@@ -27,7 +27,7 @@
 //
 // The model phases: Auditor runs Phases 1–3 through an llm.Completer with
 // the embedded prompt templates (Prompts, PhaseMessages), parses replies
-// tolerantly (ExtractJSONObject, ParseDecomposition, ParseFindings), asks
+// tolerantly (llm.ExtractJSONObject, ParseDecomposition, ParseFindings), asks
 // again once with the reason when a reply is unusable, and scores with
 // Score; AuditItem turns that into a Result, failed (never guessed) when a
 // phase produced no usable answer.
