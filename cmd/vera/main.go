@@ -118,8 +118,18 @@ Start here:
 	pf.StringVar(&g.logFormat, "log-format", envOr("VERA_LOG_FORMAT", "text"), "log format: text or json (env VERA_LOG_FORMAT)")
 
 	root.AddCommand(newUpCmd(g), newEventsCmd(g), newSandboxdCmd(g), newSandboxCmd(g), newVerifyCmd(g), newVerifyFastCmd(g), newVerifierdCmd(g))
+	for _, c := range registered {
+		root.AddCommand(c(g))
+	}
 	return root
 }
+
+// registered holds the subcommands that files of this package add with
+// register from an init function (one file per subcommand, so that they
+// can be written apart).
+var registered []func(*globals) *cobra.Command
+
+func register(c func(*globals) *cobra.Command) { registered = append(registered, c) }
 
 func (g *globals) logger() (*slog.Logger, error) {
 	var level slog.Level
