@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/projector"
+	"github.com/vera-run/vera/projector/dashboard"
+)
+
+func init() { register(newDashboardCmd) }
+
+func newDashboardCmd(g *globals) *cobra.Command {
+	var listen, dataDir, token string
+	var allowedHosts []string
+	var model modelFlags
+	var maxSteps, auditRounds int
+	var auditor, verifyFast, network, noMetrics bool
+	cmd := &cobra.Command{
+		Use:   "dashboard",
+		Short: "Serve the live dashboard alone, against a running bus",
+		Long: `Serve VERA's live dashboard (the one vera up serves) against the bus at
+--nats-url: a session picker, new sessions and runs, the live event stream,
+Model I/O, container logs, notes.md, evidence, verifier results and metrics.
+
+It listens on loopback by default. Every action that changes something (new
+session, start or cancel a run) needs the token printed at start; it is also
+written to DATA_DIR/dashboard.token (mode 0600). Open the printed URL: the
+token travels in its #fragment, which the browser never sends to the server.
+
+Runs started from the page use the model and settings given here; their work
+dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
+		Example: `  vera dashboard
+  vera dashboard --listen 127.0.0.1:9000 --base-url http://127.0.0.1:1234 --model qwen3
+  vera dashboard --nats-url nats://n1:4222 --data-dir /var/lib/vera`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			if maxSteps < 0 || auditRounds < 0 {
+				return usageError{fmt.Errorf("--max-steps and --audit-rounds must be 0 or more")}
+			}
+			ctx := cmd.Context()
+			b, err := g.connect(ctx, catalog.ComponentDashboard, false, log)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+
+			var m *projector.Metrics
+			var wg sync.WaitGroup
+			mctx, stopMetrics := context.WithCancel(ctx)
+			defer func() { stopMetrics(); wg.Wait() }()
+			if !noMetrics {
+				m = projector.NewMetrics(b, log)
+				wg.Go(func() {
+					if err := m.Run(mctx); err != nil {
+						log.Error("dashboard metrics stopped", "err", err)
+					}
+				})
+			}
+			tmpl := catalog.RunConfig{
+				Model:    catalog.ModelConfig{BaseURL: model.baseURL, Name: model.model, APIKeyEnv: model.apiKeyEnv},
+				MaxSteps: maxSteps,
+				Auditor:  catalog.AuditorConfig{Enabled: auditor, MaxRounds: auditRounds},
+				Sandbox:  catalog.SandboxConfig{Network: network},
+			}
+			if verifyFast {
+				tmpl.VerifyFast = catalog.VerifyFastConfig{Enabled: true}
+			}
+			d, err := dashboard.New(dashboard.Options{
+				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, Logger: log,
+			})
+			if err != nil {
+				return err
+			}
+			var lc net.ListenConfig
+			ln, err := lc.Listen(ctx, "tcp", listen)
+			if err != nil {
+				return fmt.Errorf("dashboard: listen on %s: %w", listen, err)
+			}
+			addr := ln.Addr().(*net.TCPAddr)
+			if !addr.IP.IsLoopback() {
+				log.Warn("the dashboard listens beyond loopback: anyone who can reach it can read every run (changes still need the token)", "addr", addr.String())
+			}
+			w := g.stdout
+			fmt.Fprintf(w, "VERA dashboard: http://%s/#token=%s\n", addr.String(), d.Token())
+			fmt.Fprintf(w, "  token:  %s (also in %s)\n", d.Token(), d.TokenFile())
+			fmt.Fprintf(w, "  runs:   work dirs under %s\n", filepath.Join(dataDir, "runs"))
+			fmt.Fprintln(w, "Press Ctrl-C to stop.")
+			return d.Serve(ctx, ln)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", envOr("VERA_DASHBOARD_LISTEN", dashboard.DefaultAddr), "address to serve the dashboard on; keep it on loopback (env VERA_DASHBOARD_LISTEN)")
+	f.StringVar(&dataDir, "data-dir", defaultDataDir(), "VERA's data dir: the token file and the work dirs of runs started here (env VERA_DATA_DIR)")
+	f.StringVar(&token, "token", "", "token for changes (default: a random one); prefer the token file to this flag, which other users can see in ps")
+	f.StringSliceVar(&allowedHosts, "allowed-host", nil, "extra Host name the dashboard answers to on loopback (repeatable)")
+	model.register(cmd, "", "agent model of runs started from the dashboard")
+	f.IntVar(&maxSteps, "max-steps", 0, "step budget of runs started from the dashboard (0 = unlimited); the page can override it")
+	f.BoolVar(&auditor, "auditor", true, "audit candidate answers with the DeepVerifier auditor")
+	f.IntVar(&auditRounds, "audit-rounds", 0, "auditor rounds per run (0 = the default)")
+	f.BoolVar(&verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
+	f.BoolVar(&network, "network", true, "let the sandbox reach the network (curl/wget)")
+	f.BoolVar(&noMetrics, "no-metrics", false, "do not fold the stream into the metrics panel")
+	return cmd
+}

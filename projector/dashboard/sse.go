@@ -1,0 +1,291 @@
+package dashboard
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vera-run/vera/bus"
+)
+
+// writeTimeout bounds one write to an SSE client: a client that stops
+// reading is dropped instead of holding its goroutine.
+const writeTimeout = 30 * time.Second
+
+// maxTypes bounds the types= filters of one stream.
+const maxTypes = 32
+
+// streamSpec is what one SSE stream delivers.
+type streamSpec struct {
+	runID   string
+	types   []string
+	filters []string // NATS subject filters of runID and types
+	after   uint64   // last sequence the client has (Last-Event-ID)
+}
+
+func (s *Server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := checkRunID(id); err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	s.serveStream(w, r, id)
+}
+
+func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
+	s.serveStream(w, r, "")
+}
+
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, runID string) {
+	spec, err := parseStreamSpec(r, runID)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	s.stream(w, r, spec)
+}
+
+// parseStreamSpec reads types= (repeated or comma-separated type patterns
+// such as vera.model.* ) and the resume point: the Last-Event-ID header
+// (what EventSource sends on reconnect) or the after= parameter.
+func parseStreamSpec(r *http.Request, runID string) (streamSpec, error) {
+	spec := streamSpec{runID: runID}
+	for _, v := range r.URL.Query()["types"] {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				spec.types = append(spec.types, t)
+			}
+		}
+	}
+	if len(spec.types) > maxTypes {
+		return spec, errors.New("too many types")
+	}
+	pats := spec.types
+	if len(pats) == 0 {
+		pats = []string{""}
+	}
+	for _, t := range pats {
+		f, err := bus.FilterSubject(runID, t)
+		if err != nil {
+			return spec, err
+		}
+		spec.filters = append(spec.filters, f)
+	}
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = r.URL.Query().Get("after")
+	}
+	if last != "" {
+		n, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
+		if err != nil {
+			return spec, errors.New("Last-Event-ID must be a stream sequence number")
+		}
+		spec.after = n
+	}
+	return spec, nil
+}
+
+// sseWriter writes SSE frames to one client.
+type sseWriter struct {
+	w  *bufio.Writer
+	rc *http.ResponseController
+}
+
+func (sw *sseWriter) deadline() { _ = sw.rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+
+func (sw *sseWriter) flush() error {
+	sw.deadline()
+	if err := sw.w.Flush(); err != nil {
+		return err
+	}
+	return sw.rc.Flush()
+}
+
+// record writes one stored message: id = its stream sequence, data = the
+// CloudEvents envelope as stored. A message that is not an envelope is sent
+// as an event named malformed, so that it is seen and the id advances.
+func (sw *sseWriter) record(rec bus.Record) error {
+	if sw.w.Buffered() > 32<<10 {
+		sw.deadline()
+		if err := sw.w.Flush(); err != nil {
+			return err
+		}
+	}
+	w := sw.w
+	w.WriteString("id: ")
+	w.WriteString(strconv.FormatUint(rec.Sequence, 10))
+	w.WriteByte('\n')
+	data := rec.Raw
+	if rec.Err != nil {
+		w.WriteString("event: malformed\n")
+		data, _ = json.Marshal(struct {
+			Sequence uint64 `json:"sequence"`
+			Subject  string `json:"subject"`
+			Error    string `json:"error"`
+			Raw      string `json:"raw"`
+		}{rec.Sequence, rec.Subject, rec.Err.Error(), string(bytes.ToValidUTF8(rec.Raw[:min(len(rec.Raw), 4096)], []byte("?")))})
+	}
+	// An SSE data line ends at CR or LF: split on them (the client joins
+	// the lines with LF, which JSON reads as whitespace).
+	for len(data) > 0 {
+		i := bytes.IndexAny(data, "\r\n")
+		line := data
+		if i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		w.WriteString("data: ")
+		w.Write(line)
+		w.WriteByte('\n')
+	}
+	_, err := w.WriteString("\n")
+	return err
+}
+
+// stream serves one SSE stream until the client goes or the server stops.
+//
+// Each phase subscribes to the hub first, then reads what is stored after
+// the client's last sequence (catch-up), then forwards the hub's records,
+// skipping any at or below the last one sent: no gap and no duplicate.
+// A subscriber dropped for lagging starts a new phase from where it is.
+// Without a hub (Handler used without Serve) the stream follows the bus
+// directly.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec streamSpec) {
+	ctx := r.Context()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{w: bufio.NewWriterSize(w, 64<<10), rc: http.NewResponseController(w)}
+	sw.w.WriteString("retry: 2000\n: vera dashboard stream\n\n")
+	if sw.flush() != nil {
+		return
+	}
+	last := spec.after
+	hb := time.NewTicker(s.opts.Heartbeat)
+	defer hb.Stop()
+	opts := bus.ReadOptions{RunID: spec.runID, Types: spec.types}
+	var phaseStart time.Time
+	for ctx.Err() == nil {
+		if time.Since(phaseStart) < time.Second {
+			select { // a phase that ends at once (bus trouble) is not retried hot
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		phaseStart = time.Now()
+		var live <-chan bus.Record
+		var stop func()
+		if sub := s.hub.Load().subscribe(spec.filters); sub != nil {
+			opts.FromSeq, opts.Follow = last+1, false
+			for rec, err := range s.opts.Bus.Read(ctx, opts) {
+				if err != nil {
+					sub.cancel()
+					if ctx.Err() == nil {
+						s.log.Warn("dashboard: catch-up read", "run", spec.runID, "err", err)
+					}
+					return
+				}
+				if rec.Sequence <= last {
+					continue
+				}
+				if sw.record(rec) != nil {
+					sub.cancel()
+					return
+				}
+				last = rec.Sequence
+			}
+			live, stop = sub.C, sub.cancel
+		} else {
+			opts.FromSeq, opts.Follow = last+1, true
+			live, stop = s.follow(ctx, opts)
+		}
+		if sw.flush() != nil {
+			stop()
+			return
+		}
+		if !s.forward(ctx, sw, live, hb.C, &last) {
+			stop()
+			return
+		}
+		stop()
+	}
+}
+
+// forward writes live records until the channel closes (true: start a new
+// phase) or the client or server goes (false).
+func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan bus.Record, hb <-chan time.Time, last *uint64) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-hb:
+			sw.w.WriteString(": heartbeat\n\n")
+			if sw.flush() != nil {
+				return false
+			}
+		case rec, ok := <-live:
+			if !ok {
+				return true
+			}
+			for {
+				if rec.Sequence > *last {
+					if sw.record(rec) != nil {
+						return false
+					}
+					*last = rec.Sequence
+				}
+				// Send what is already queued in one flush.
+				select {
+				case rec, ok = <-live:
+					if ok {
+						continue
+					}
+				default:
+				}
+				break
+			}
+			if sw.flush() != nil {
+				return false
+			}
+			if !ok {
+				return true
+			}
+		}
+	}
+}
+
+// follow reads the bus in a goroutine into a channel; stop ends the
+// goroutine and waits for it.
+func (s *Server) follow(ctx context.Context, opts bus.ReadOptions) (<-chan bus.Record, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan bus.Record, 256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		for rec, err := range s.opts.Bus.Read(ctx, opts) {
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("dashboard: stream read", "run", opts.RunID, "err", err)
+				}
+				return
+			}
+			select {
+			case ch <- rec:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, func() { cancel(); <-done }
+}

@@ -1,0 +1,546 @@
+// VERA dashboard. Plain JS, no build step.
+//
+// Safety rule of this file: event data is only ever put in the page with
+// textContent / text nodes (el() below), never as HTML.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const MAX_EVENT_ROWS = 2000;
+const MAX_LOG_LINES = 5000;
+
+// el builds an element; string children become text nodes.
+function el(tag, props, ...kids) {
+  const n = document.createElement(tag);
+  if (props) {
+    for (const [k, v] of Object.entries(props)) {
+      if (k === 'class') n.className = v;
+      else if (k === 'text') n.textContent = v;
+      else if (k === 'title') n.title = v;
+      else if (k === 'open') n.open = !!v;
+      else if (k === 'type') n.type = v;
+      else if (k.startsWith('data-')) n.setAttribute(k, v);
+    }
+  }
+  for (const k of kids) {
+    if (k === null || k === undefined) continue;
+    n.append(k instanceof Node ? k : String(k));
+  }
+  return n;
+}
+
+function clear(n) { while (n.firstChild) n.removeChild(n.firstChild); }
+
+function fmtTime(t) {
+  if (!t) return '';
+  const d = new Date(t);
+  if (isNaN(d)) return String(t);
+  return d.toLocaleTimeString(undefined, { hour12: false }) + '.' + String(d.getMilliseconds()).padStart(3, '0');
+}
+
+function short(s, n) {
+  s = String(s ?? '');
+  return s.length > n ? s.slice(0, n) + '…' : s;
+}
+
+// ---- token and URL state ----------------------------------------------
+
+const hashParams = new URLSearchParams(location.hash.slice(1));
+let token = sessionStorage.getItem('vera-token') || '';
+if (hashParams.get('token')) {
+  token = hashParams.get('token');
+  sessionStorage.setItem('vera-token', token);
+  hashParams.delete('token');
+}
+function saveHash() {
+  const h = hashParams.toString();
+  history.replaceState(null, '', location.pathname + location.search + (h ? '#' + h : ''));
+}
+saveHash();
+$('token').value = token;
+$('token').addEventListener('change', () => {
+  token = $('token').value.trim();
+  sessionStorage.setItem('vera-token', token);
+});
+
+async function api(method, path, body) {
+  const headers = { 'X-Vera-Token': token };
+  const init = { method, headers, credentials: 'same-origin' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, init);
+  let j = {};
+  try { j = await r.json(); } catch (_) { /* empty body */ }
+  return { status: r.status, ok: r.ok, json: j };
+}
+
+// ---- connection badge --------------------------------------------------
+
+function setConn(ok, text) {
+  const b = $('conn');
+  b.textContent = text;
+  b.className = 'badge ' + (ok ? 'ok' : 'down');
+}
+
+// ---- sessions ------------------------------------------------------------
+
+let sessions = [];
+let sessionsTimer = null;
+let lifecycleES = null;
+
+async function loadSessions() {
+  try {
+    const r = await fetch('/api/sessions');
+    const j = await r.json();
+    if (!r.ok) throw new Error(j.error || r.statusText);
+    sessions = j.sessions || [];
+    renderSessions();
+    if (!lifecycleES) watchLifecycle(j.last_seq || 0);
+  } catch (e) {
+    setConn(false, 'sessions: ' + e.message);
+  }
+}
+
+function scheduleSessions() {
+  if (sessionsTimer) return;
+  sessionsTimer = setTimeout(() => { sessionsTimer = null; loadSessions(); }, 150);
+}
+
+function renderSessions() {
+  const ul = $('sessions');
+  clear(ul);
+  for (const s of sessions) {
+    const when = s.submitted_at ? new Date(s.submitted_at).toLocaleString() : 'not started';
+    const li = el('li', { 'data-run': s.run_id, title: s.run_id },
+      el('span', { class: 'title' }, s.title || '(new session)'),
+      el('span', { class: 'meta' }, [s.state, s.outcome, s.submitted_by, when].filter(Boolean).join(' · ')),
+      el('span', { class: 'meta mono' }, ' ' + s.run_id));
+    if (cur && cur.id === s.run_id) li.classList.add('selected');
+    li.addEventListener('click', () => selectRun(s.run_id));
+    ul.append(li);
+  }
+}
+
+// The session list follows the run-lifecycle events from the point the
+// list was read.
+function watchLifecycle(after) {
+  const types = 'vera.task.submitted,vera.run.started,vera.run.cancelled,vera.run.finished';
+  lifecycleES = new EventSource('/api/events?types=' + encodeURIComponent(types) + '&after=' + after);
+  lifecycleES.onmessage = () => scheduleSessions();
+  lifecycleES.onerror = () => setConn(false, 'reconnecting…');
+  lifecycleES.onopen = () => setConn(true, 'live');
+}
+
+$('new-session').addEventListener('click', async () => {
+  const r = await api('POST', '/api/sessions');
+  if (!r.ok) { alertMsg(r.json.error || ('HTTP ' + r.status)); return; }
+  await loadSessions();
+  selectRun(r.json.run_id, 'new');
+});
+
+function alertMsg(text) {
+  const m = $('start-msg');
+  m.textContent = text;
+  m.className = 'msg error';
+  if (!cur) { $('no-run').textContent = text; }
+}
+
+// ---- the selected run -----------------------------------------------------
+
+let cur = null;
+
+function newRunState(id) {
+  return {
+    id, es: null, submitted: false, state: 'new',
+    calls: new Map(), audits: new Map(), eventRows: 0, logLines: 0,
+    m: { events: 0, malformed: 0, steps: 0, modelCalls: 0, modelErrors: 0, tokens: {}, tools: 0, toolFailures: 0,
+      evidence: 0, notes: 0, repeats: 0, verdicts: 0, auditRounds: 0, lastScore: null, bestScore: null,
+      vfCredit: null, vfZone: null, policy: 0, containerLines: 0 },
+  };
+}
+
+function resetPanels() {
+  for (const id of ['events', 'evidence', 'logic', 'audit', 'verifyfast', 'run-metrics']) clear($(id).tBodies[0]);
+  clear($('modelio'));
+  clear($('container-logs'));
+  clear($('notes'));
+  $('outcome').textContent = '';
+  $('start-msg').textContent = '';
+  $('event-count').textContent = '';
+}
+
+function selectRun(id, knownState) {
+  if (cur && cur.es) cur.es.close();
+  resetPanels();
+  const run = newRunState(id);
+  cur = run;
+  hashParams.set('run', id);
+  saveHash();
+  $('run-id').textContent = id;
+  $('no-run').hidden = true;
+  $('start-form').hidden = false;
+  const s = sessions.find((x) => x.run_id === id);
+  const state = knownState || (s ? s.state : 'unknown');
+  setRunState(run, state);
+  // Editable only for a session known to have no task yet.
+  lockTask(state !== 'new', state === 'new' ? '' : 'loading…');
+  renderSessions();
+  renderRunMetrics(run);
+
+  const es = new EventSource('/api/runs/' + encodeURIComponent(id) + '/events');
+  run.es = es;
+  es.onmessage = (e) => {
+    if (cur !== run) return;
+    let ev;
+    try { ev = JSON.parse(e.data); } catch (_) { return; }
+    onEvent(run, ev, e.lastEventId);
+  };
+  es.addEventListener('malformed', (e) => {
+    if (cur !== run) return;
+    let d = {};
+    try { d = JSON.parse(e.data); } catch (_) { /* keep empty */ }
+    run.m.malformed++;
+    addEventRow(run, e.lastEventId, { type: 'MALFORMED', source: '', time: '', data: d }, 'malformed');
+  });
+  es.onopen = () => setConn(true, 'live');
+  es.onerror = () => setConn(false, 'reconnecting…');
+}
+
+function setRunState(run, state) {
+  run.state = state;
+  const b = $('run-state');
+  b.textContent = state;
+  $('cancel').hidden = !(state === 'submitted' || state === 'running');
+}
+
+function lockTask(locked, text) {
+  const t = $('task');
+  t.readOnly = locked;
+  if (text !== undefined) t.value = text;
+  $('start').disabled = locked;
+  $('max-steps').readOnly = locked;
+  $('start').textContent = locked ? 'Started (locked)' : 'Start run';
+}
+
+$('start-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  if (!cur || $('task').readOnly) return;
+  const run = cur;
+  const body = { task: $('task').value };
+  const ms = $('max-steps').value.trim();
+  if (ms !== '') body.max_steps = parseInt(ms, 10);
+  $('start').disabled = true;
+  const r = await api('POST', '/api/runs/' + encodeURIComponent(run.id) + '/start', body);
+  if (r.status === 201 || r.status === 409) {
+    lockTask(true);
+    if (r.status === 409) alertMsg(r.json.error || 'already started');
+    else { $('start-msg').textContent = 'submitted (event ' + r.json.event_id + ')'; $('start-msg').className = 'msg'; }
+    if (run.state === 'new') setRunState(run, 'submitted');
+    scheduleSessions();
+    return;
+  }
+  $('start').disabled = false;
+  alertMsg(r.status === 401 ? 'Enter the token printed by vera at start (top right).' : (r.json.error || ('HTTP ' + r.status)));
+});
+
+$('cancel').addEventListener('click', async () => {
+  if (!cur) return;
+  const r = await api('POST', '/api/runs/' + encodeURIComponent(cur.id) + '/cancel', { reason: 'cancelled from the dashboard' });
+  if (!r.ok) alertMsg(r.status === 401 ? 'Enter the token printed by vera at start (top right).' : (r.json.error || ('HTTP ' + r.status)));
+});
+
+// ---- events ----------------------------------------------------------------
+
+function summary(ev) {
+  const d = ev.data || {};
+  switch (ev.type) {
+    case 'vera.task.submitted': return short(d.task, 200);
+    case 'vera.agent.step': return 'step ' + d.step + ' ' + (d.action_tool || '') + ' ' + short(d.command || d.answer || d.notes_text || d.format_error || '', 160);
+    case 'vera.tool.requested': return short(d.command, 200);
+    case 'vera.tool.finished': return 'exit ' + d.exit_code + ' ' + short((d.stdout && d.stdout.head) || (d.stderr && d.stderr.head) || d.error || '', 160);
+    case 'vera.model.requested': return d.scope + '/' + (d.purpose || '') + ' step ' + d.step + ' ' + d.model + ' #' + d.attempt;
+    case 'vera.model.responded': return d.scope + ' ' + (d.error ? 'error ' + d.error : (d.finish_reason || '') + ' ' + ((d.usage && d.usage.total) || 0) + ' tok ' + d.latency_ms + 'ms');
+    case 'vera.container.log': return d.stream + ' ' + short(d.line, 200);
+    case 'vera.notes.appended': return short(d.text, 200);
+    case 'vera.evidence.recorded': return d.evidence_id + ' ' + short(d.command, 160);
+    case 'vera.run.finished': return d.outcome + ' ' + short(d.reason || d.answer || '', 160);
+    default: {
+      const parts = [];
+      for (const [k, v] of Object.entries(d)) {
+        if (parts.length >= 6) break;
+        parts.push(k + '=' + short(typeof v === 'object' ? JSON.stringify(v) : v, 60));
+      }
+      return parts.join(' ');
+    }
+  }
+}
+
+function addEventRow(run, seq, ev, cls) {
+  const body = $('events').tBodies[0];
+  const tr = el('tr', { class: 'ev' + (cls ? ' ' + cls : ''), 'data-seq': seq },
+    el('td', { class: 'mono' }, seq),
+    el('td', { class: 'mono' }, fmtTime(ev.time)),
+    el('td', { class: 'mono' }, String(ev.type).replace(/^vera\./, '')),
+    el('td', null, ev.source || ''),
+    el('td', null, summary(ev)));
+  tr.addEventListener('click', () => {
+    const next = tr.nextSibling;
+    if (next && next.classList.contains('detail')) { next.remove(); return; }
+    tr.after(el('tr', { class: 'detail' }, el('td', null), (() => {
+      const td = el('td', null, el('pre', null, JSON.stringify(ev, null, 2)));
+      td.colSpan = 4;
+      return td;
+    })()));
+  });
+  body.append(tr);
+  run.eventRows++;
+  while (body.rows.length > MAX_EVENT_ROWS) body.deleteRow(0);
+  $('event-count').textContent = run.m.events + ' events, last seq ' + seq;
+  if ($('autoscroll').checked) {
+    const box = $('events').parentElement;
+    box.scrollTop = box.scrollHeight;
+  }
+}
+
+function onEvent(run, ev, seq) {
+  run.m.events++;
+  addEventRow(run, seq, ev);
+  const d = ev.data || {};
+  switch (ev.type) {
+    case 'vera.task.submitted':
+      if (!run.submitted) {
+        run.submitted = true;
+        lockTask(true, d.task || '');
+        $('max-steps').value = d.max_steps ?? '';
+        if (run.state === 'new' || run.state === 'unknown') setRunState(run, 'submitted');
+      }
+      break;
+    case 'vera.run.started': if (run.state !== 'finished') setRunState(run, 'running'); break;
+    case 'vera.run.cancelled': if (run.state !== 'finished') setRunState(run, 'cancelled'); break;
+    case 'vera.run.finished':
+      setRunState(run, 'finished');
+      $('outcome').textContent = (d.outcome || '') + (d.reason ? ': ' + d.reason : '') + (d.answer ? ' — answer: ' + d.answer : '');
+      break;
+    case 'vera.agent.step': run.m.steps++; break;
+    case 'vera.tool.finished': run.m.tools++; if (d.exit_code !== 0) run.m.toolFailures++; break;
+    case 'vera.model.requested': modelRequested(run, d); break;
+    case 'vera.model.responded': modelResponded(run, d); break;
+    case 'vera.container.log':
+      appendLog(run, fmtTime(d.time || ev.time) + ' ' + (d.stream || '') + ' ' + (d.line ?? '') + (d.truncated ? ' [truncated]' : ''));
+      run.m.containerLines++;
+      break;
+    case 'vera.container.event':
+      appendLog(run, fmtTime(d.time || ev.time) + ' [docker] ' + (d.action || '') + ' ' + (d.container || ''));
+      break;
+    case 'vera.notes.appended':
+      $('notes').append(document.createTextNode((d.text ?? '') + '\n'));
+      run.m.notes++;
+      break;
+    case 'vera.evidence.recorded':
+      $('evidence').tBodies[0].append(el('tr', null,
+        el('td', { class: 'mono' }, d.evidence_id),
+        el('td', null, d.step),
+        el('td', { class: 'mono' }, d.command),
+        el('td', null, d.exit_code),
+        el('td', null, el('pre', null, short(d.excerpt, 2000)), ...(d.urls || []).map((u) => el('div', { class: 'mono hint' }, u)))));
+      run.m.evidence++;
+      break;
+    case 'vera.logic.verdict':
+      $('logic').tBodies[0].append(el('tr', null,
+        el('td', null, d.step), el('td', null, d.thinking_eval), el('td', null, d.action_eval),
+        el('td', null, d.decided_by || d.verifier_type || ''), el('td', null, d.thinking_eval_reason || '')));
+      run.m.verdicts++;
+      if (d.thinking_eval === 0) run.m.repeats++;
+      break;
+    case 'vera.audit.judged': auditJudged(run, d); break;
+    case 'vera.audit.feedback': auditFeedback(run, d); break;
+    case 'vera.verifyfast.scored': {
+      const zone = el('td', { class: 'zone-' + d.zone }, d.zone);
+      $('verifyfast').tBodies[0].append(el('tr', null,
+        el('td', { class: 'mono', title: d.answer_event_id }, short(d.answer_event_id, 12)),
+        el('td', { class: 'zone-' + d.zone }, d.credit_score), zone,
+        el('td', null, d.high_count), el('td', null, d.low_count), el('td', null, d.profile || '')));
+      run.m.vfCredit = d.credit_score; run.m.vfZone = d.zone;
+      break;
+    }
+    default:
+      if (String(ev.type).startsWith('vera.policy.')) run.m.policy++;
+  }
+  scheduleRunMetrics(run);
+}
+
+function appendLog(run, line) {
+  const pre = $('container-logs');
+  pre.append(document.createTextNode(line + '\n'));
+  run.logLines++;
+  while (run.logLines > MAX_LOG_LINES && pre.firstChild) { pre.removeChild(pre.firstChild); run.logLines--; }
+  pre.scrollTop = pre.scrollHeight;
+}
+
+// ---- model I/O -------------------------------------------------------------
+
+function blobButton(label, ref) {
+  const box = el('div');
+  const b = el('button', { type: 'button' }, label + ' (' + ref.size + ' bytes)');
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    const r = await fetch('/api/blobs/' + encodeURIComponent(ref.digest));
+    const text = await r.text();
+    box.append(el('pre', null, r.ok ? text : 'error: ' + text));
+  });
+  box.append(b);
+  return box;
+}
+
+function modelRequested(run, d) {
+  run.m.modelCalls++;
+  const key = d.call_id + '#' + d.attempt;
+  const sum = el('summary', null, (d.scope || '') + '/' + (d.purpose || '') + ' · step ' + d.step +
+    (d.round ? ' · round ' + d.round : '') + ' · ' + (d.model || '') + ' · attempt ' + d.attempt + ' · ' + d.message_count + ' messages');
+  const status = el('span', { class: 'hint' }, ' · waiting…');
+  sum.append(status);
+  const det = el('details', { class: 'call', 'data-call': key }, sum);
+  for (const m of d.messages || []) {
+    det.append(el('div', { class: 'role' }, m.role), el('pre', null, m.content));
+  }
+  if (d.messages_blob) det.append(blobButton('load messages', d.messages_blob));
+  const resp = el('div', { class: 'response' });
+  det.append(resp);
+  const box = $('modelio');
+  box.append(det);
+  box.scrollTop = box.scrollHeight;
+  run.calls.set(key, { det, status, resp });
+}
+
+function modelResponded(run, d) {
+  const key = d.call_id + '#' + d.attempt;
+  let c = run.calls.get(key);
+  if (!c) {
+    modelRequested(run, { call_id: d.call_id, attempt: d.attempt, scope: d.scope, step: d.step, model: d.model, message_count: '?' });
+    run.m.modelCalls--;
+    c = run.calls.get(key);
+  }
+  const u = d.usage || {};
+  c.status.textContent = d.error
+    ? ' · error'
+    : ' · ' + (d.finish_reason || 'done') + ' · ' + (u.total || 0) + ' tok · ' + d.latency_ms + ' ms';
+  if (d.error) { c.status.className = 'err'; run.m.modelErrors++; }
+  c.resp.append(el('div', { class: 'role' }, 'response' + (d.http_status ? ' (HTTP ' + d.http_status + ')' : '')));
+  if (d.error) c.resp.append(el('pre', { class: 'err' }, d.error));
+  if (d.text !== undefined && d.text !== '') c.resp.append(el('pre', null, d.text));
+  if (d.text_blob) c.resp.append(blobButton('load response', d.text_blob));
+  const scope = d.scope || 'unknown';
+  run.m.tokens[scope] = (run.m.tokens[scope] || 0) + (u.total || 0);
+}
+
+// ---- auditor ---------------------------------------------------------------
+
+function scoreClass(s) { return s >= 4 ? 'score-good' : s === 3 ? 'score-mid' : 'score-bad'; }
+
+function auditRow(run, round) {
+  let a = run.audits.get(round);
+  if (!a) {
+    const tr = el('tr', null, el('td', null, round), el('td'), el('td'), el('td'), el('td'));
+    $('audit').tBodies[0].append(tr);
+    a = { tr };
+    run.audits.set(round, a);
+  }
+  return a;
+}
+
+function auditJudged(run, d) {
+  const a = auditRow(run, d.round);
+  const [, score, raw, instr] = a.tr.cells;
+  score.textContent = d.score;
+  score.className = scoreClass(d.score);
+  raw.textContent = d.raw_score;
+  clear(instr);
+  const ol = el('ol');
+  for (const i of d.instructions || []) ol.append(el('li', null, i));
+  instr.append(ol);
+  for (const c of d.caps || []) instr.append(el('div', { class: 'hint' }, 'cap ' + c.cap + ' (' + c.rule + '): ' + c.reason));
+  run.m.auditRounds++;
+  run.m.lastScore = d.score;
+  run.m.bestScore = d.best_score;
+}
+
+function auditFeedback(run, d) {
+  const a = auditRow(run, d.round);
+  const fb = a.tr.cells[4];
+  clear(fb);
+  fb.append(el('div', null, (d.accepted ? 'accepted' : 'not accepted') + (d.final ? ', final' : '')));
+  if (d.message) fb.append(el('pre', null, short(d.message, 2000)));
+}
+
+// ---- metrics ---------------------------------------------------------------
+
+let metricsTimer = null;
+function scheduleRunMetrics(run) {
+  if (metricsTimer) return;
+  metricsTimer = setTimeout(() => { metricsTimer = null; if (cur === run) renderRunMetrics(run); }, 200);
+}
+
+function renderRunMetrics(run) {
+  const m = run.m;
+  const rows = [
+    ['events', m.events + (m.malformed ? ' (' + m.malformed + ' malformed)' : '')],
+    ['agent steps', m.steps],
+    ['model calls', m.modelCalls + (m.modelErrors ? ' (' + m.modelErrors + ' errors)' : '')],
+    ['model tokens', Object.entries(m.tokens).map(([k, v]) => k + ' ' + v).join(', ') || '0'],
+    ['tool calls', m.tools + (m.toolFailures ? ' (' + m.toolFailures + ' non-zero exit)' : '')],
+    ['evidence', m.evidence],
+    ['notes appends', m.notes],
+    ['policy nudges', m.policy],
+    ['logic verdicts', m.verdicts + ' (' + m.repeats + ' unaware repeats)'],
+    ['audit rounds', m.auditRounds + (m.lastScore !== null ? ' · last score ' + m.lastScore + ' · best ' + m.bestScore : '')],
+    ['VerifyFast', m.vfCredit !== null ? 'credit ' + m.vfCredit + ' · ' + m.vfZone : '–'],
+    ['container log lines', m.containerLines],
+  ];
+  const body = $('run-metrics').tBodies[0];
+  clear(body);
+  for (const [k, v] of rows) body.append(el('tr', null, el('th', null, k), el('td', null, v)));
+}
+
+let metricsEnabled = false;
+async function loadGlobalMetrics() {
+  if (!metricsEnabled) return;
+  try {
+    const r = await fetch('/api/metrics');
+    if (!r.ok) return;
+    const j = await r.json();
+    const body = $('global-metrics').tBodies[0];
+    clear(body);
+    for (const f of j.metrics || []) {
+      if (!f.name.startsWith('dra_')) continue;
+      for (const s of f.samples || []) {
+        const labels = s.labels ? '{' + Object.entries(s.labels).map(([k, v]) => k + '="' + v + '"').join(',') + '}' : '';
+        const val = s.count !== undefined && (f.type === 'HISTOGRAM' || f.type === 'SUMMARY')
+          ? 'sum ' + s.value + ' / count ' + s.count : s.value;
+        body.append(el('tr', { title: f.help }, el('td', { class: 'mono' }, f.name + labels), el('td', null, val)));
+      }
+    }
+  } catch (_) { /* try again later */ }
+}
+
+// ---- start -----------------------------------------------------------------
+
+async function init() {
+  try {
+    const r = await fetch('/api/config');
+    const c = await r.json();
+    metricsEnabled = !!c.metrics;
+    $('global-metrics-box').hidden = !metricsEnabled;
+    $('template').textContent = 'model ' + (c.model || '(agent default)') + ' · auditor ' + (c.auditor ? 'on' : 'off') +
+      ' · VerifyFast ' + (c.verifyfast ? 'on' : 'off') + ' · network ' + (c.network ? 'on' : 'off');
+    $('max-steps').placeholder = String(c.max_steps ?? 0);
+    if (!token) $('token').placeholder = 'token (see ' + c.token_file + ')';
+  } catch (_) { /* the panels still work */ }
+  await loadSessions();
+  const want = hashParams.get('run');
+  if (want) selectRun(want);
+  loadGlobalMetrics();
+  setInterval(loadGlobalMetrics, 5000);
+}
+
+init();
