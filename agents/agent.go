@@ -19,6 +19,11 @@ import (
 const (
 	DefaultDurable       = "agent"
 	DefaultToolTimeoutMS = 900_000
+	// DefaultAuditRounds and DefaultAuditStopScore fill the effective
+	// auditor settings of a run that enables the auditor without them
+	// (the DeepVerifier defaults: 3 rounds, stop at a score of 3).
+	DefaultAuditRounds    = 3
+	DefaultAuditStopScore = 3
 	// maxConflicts bounds how often one delivery re-reads a run after
 	// losing a fencing race before it gives up (and is redelivered).
 	maxConflicts = 32

@@ -68,6 +68,10 @@ func (a *Agent) start(ctx context.Context, v *runView) error {
 	fill(&cfg.Policy.StagnationLimit, pol.StagnationLimit)
 	fill(&cfg.Policy.FailureEscalationLimit, pol.FailureEscalationLimit)
 	fill(&cfg.Policy.QueryFamilyLimit, pol.QueryFamilyLimit)
+	if cfg.Auditor.Enabled {
+		fill(&cfg.Auditor.MaxRounds, DefaultAuditRounds)
+		fill(&cfg.Auditor.StopScore, DefaultAuditStopScore)
+	}
 	p := catalog.RunStarted{AgentID: a.ID, Version: a.Version, Config: cfg}
 	id := bus.DeriveID(v.submittedEv.ID, "agent/run.started")
 	return a.publish(ctx, v, p, id, v.submittedEv.ID, bus.ExpectLastSequence("", 0))
@@ -194,11 +198,80 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 		if eff.Block {
 			return false, nil
 		}
-		// The DeepVerifier audit loop is not wired yet: a submitted answer
-		// finishes the run RESOLVED.
-		return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, cause, "agent/run.finished")
+		if !v.config().Auditor.Enabled {
+			return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, cause, "agent/run.finished")
+		}
+		return a.audit(ctx, v, last)
 	}
 	return false, nil
+}
+
+// audit runs the agent's side of the verifier loop for the submit step
+// last: the answer is a proposal. It publishes vera.audit.requested for the
+// next round and waits for the auditor's vera.audit.feedback; an accepted
+// answer finishes the run RESOLVED; a final rejection finishes it
+// UNRESOLVED with the best-scored round's answer; any other feedback lets
+// the agent go on (stop false): the next step's prompt carries the
+// feedback message.
+func (a *Agent) audit(ctx context.Context, v *runView, last *stepRec) (stop bool, err error) {
+	st := last.data
+	cause := last.ev.ID
+	ar := v.auditOf(st.Step)
+	if ar == nil {
+		req := catalog.AuditRequested{
+			Round:         len(v.audits) + 1,
+			CandidateStep: st.Step,
+			EvidenceIDs:   st.EvidenceUsed,
+			ToolCalls:     len(v.order),
+		}
+		if len(st.Answer) > answerInlineMax {
+			ref, err := a.Bus.PutBlob(ctx, []byte(st.Answer), "text/plain; charset=utf-8")
+			if err != nil {
+				return false, err
+			}
+			ref.Name = "answer.txt"
+			req.AnswerBlob = &ref
+		} else {
+			req.Answer = st.Answer
+		}
+		return true, a.publish(ctx, v, req, bus.DeriveID(cause, "agent/audit.requested"), cause)
+	}
+	fb, ok := v.fbByRnd[ar.data.Round]
+	if !ok {
+		return true, nil // waiting for the auditor
+	}
+	fcause := fb.ev.ID
+	switch {
+	case fb.data.Accepted:
+		return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, fcause, "agent/run.finished")
+	case fb.data.Final:
+		best, score := ar.data.Round, fb.data.Score
+		if j, ok := v.judged[ar.data.Round]; ok && j.BestRound > 0 {
+			best, score = j.BestRound, j.BestScore
+		}
+		answer := st.Answer
+		if best != ar.data.Round && best <= len(v.audits) {
+			answer, err = a.auditAnswer(ctx, v.audits[best-1].data)
+			if err != nil {
+				return false, err
+			}
+		}
+		reason := fmt.Sprintf("the auditor did not accept an answer in %d round(s): best score %d/4, round %d's answer kept", ar.data.Round, score, best)
+		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, reason, answer, st.Step, fcause, "agent/run.finished")
+	}
+	return false, nil
+}
+
+// auditAnswer returns the candidate answer of an audit request.
+func (a *Agent) auditAnswer(ctx context.Context, r catalog.AuditRequested) (string, error) {
+	if r.AnswerBlob == nil {
+		return r.Answer, nil
+	}
+	data, err := a.Bus.GetBlob(ctx, r.AnswerBlob.Digest)
+	if err != nil {
+		return "", fmt.Errorf("read the answer of audit round %d: %w", r.Round, err)
+	}
+	return string(data), nil
 }
 
 // finish publishes vera.run.finished with an id derived from cause.
@@ -232,6 +305,9 @@ func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
 		n, cause = last.data.Step+1, last.ev
 		if r, ok := v.results[last.data.RequestID]; ok && last.data.RequestID != "" {
 			cause = r.ev
+		}
+		if fb := v.pendingFeedback(); fb != nil {
+			cause = fb.ev
 		}
 	}
 	cfg := v.config()
@@ -374,6 +450,13 @@ func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Messag
 			if p.Message != "" {
 				fb = append(fb, p.Message)
 			}
+		}
+		if f := v.pendingFeedback(); f != nil {
+			msg := f.data.Message
+			if msg == "" {
+				msg = fmt.Sprintf("AUDITOR FEEDBACK (round %d): score %d/4, not accepted.\n%s", f.data.Round, f.data.Score, strings.Join(f.data.Instructions, "\n"))
+			}
+			fb = append(fb, msg)
 		}
 	}
 	c.Feedback = strings.Join(fb, "\n\n")

@@ -19,6 +19,18 @@ type stepRec struct {
 	before *ledger.State
 }
 
+// auditRec is one vera.audit.requested the agent published.
+type auditRec struct {
+	ev   bus.Event
+	data catalog.AuditRequested
+}
+
+// feedbackRec is one vera.audit.feedback of the auditor.
+type feedbackRec struct {
+	ev   bus.Event
+	data catalog.AuditFeedback
+}
+
 // finishedRec is one agent vera.tool.finished with its place among the
 // run's agent results (1-based: ev_0001 is the first).
 type finishedRec struct {
@@ -52,6 +64,9 @@ type runView struct {
 	policy   map[int][]catalog.PolicyTriggered
 	model    map[string]catalog.ModelResponded // call id → successful agent response
 	feedback []catalog.AuditFeedback
+	audits   []auditRec                  // the agent's vera.audit.requested, in round order
+	judged   map[int]catalog.AuditJudged // round → the auditor's judgement
+	fbByRnd  map[int]feedbackRec         // round → the auditor's feedback
 	usage    catalog.TokenUsage
 
 	state *ledger.State // fold of every event
@@ -70,6 +85,8 @@ func (a *Agent) load(ctx context.Context, runID string) (*runView, error) {
 		evIDs:    map[string]bool{},
 		policy:   map[int][]catalog.PolicyTriggered{},
 		model:    map[string]catalog.ModelResponded{},
+		judged:   map[int]catalog.AuditJudged{},
+		fbByRnd:  map[int]feedbackRec{},
 		state:    ledger.NewState(a.Policy),
 	}
 	for rec, err := range a.Bus.Read(ctx, bus.ReadOptions{RunID: runID}) {
@@ -151,8 +168,48 @@ func (v *runView) apply(ev bus.Event, seq uint64, p catalog.Payload) {
 		}
 	case *catalog.AuditFeedback:
 		v.feedback = append(v.feedback, *d)
+		if _, dup := v.fbByRnd[d.Round]; !dup {
+			v.fbByRnd[d.Round] = feedbackRec{ev: ev, data: *d}
+		}
+	case *catalog.AuditRequested:
+		if d.Round == len(v.audits)+1 {
+			v.audits = append(v.audits, auditRec{ev: ev, data: *d})
+		}
+	case *catalog.AuditJudged:
+		if _, dup := v.judged[d.Round]; !dup {
+			v.judged[d.Round] = *d
+		}
 	}
 	v.state.Apply(p)
+}
+
+// auditOf returns the audit request of the candidate answer of step n.
+func (v *runView) auditOf(step int) *auditRec {
+	for i := range v.audits {
+		if v.audits[i].data.CandidateStep == step {
+			return &v.audits[i]
+		}
+	}
+	return nil
+}
+
+// pendingFeedback returns the auditor's feedback to the last step when it
+// is a submit whose audit was answered but not final: the agent goes on
+// with it.
+func (v *runView) pendingFeedback() *feedbackRec {
+	last := v.lastStep()
+	if last == nil || last.data.ActionTool != catalog.ActionSubmit {
+		return nil
+	}
+	ar := v.auditOf(last.data.Step)
+	if ar == nil {
+		return nil
+	}
+	fb, ok := v.fbByRnd[ar.data.Round]
+	if !ok || fb.data.Final || fb.data.Accepted {
+		return nil
+	}
+	return &fb
 }
 
 // lastStep returns the last recorded step, or nil before the first.
