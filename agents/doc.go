@@ -21,9 +21,11 @@
 //     then by its action: the vera.tool.requested of a shell action
 //     (request_id req-sNNNN, cwd and env from the earlier results'
 //     cwd_after and exports), the blocked move of a refused one,
-//     vera.notes.appended, or vera.run.finished (RESOLVED with the answer
-//     of a submit; UNRESOLVED when a policy rule concludes or stops the
-//     run). A shell step whose result has not arrived yet: wait;
+//     vera.notes.appended, the audit request of a submit (see "The
+//     verifier loop"), or vera.run.finished (RESOLVED with the answer of a
+//     submit when no auditor is configured; UNRESOLVED when a policy rule
+//     concludes or stops the run). A shell step whose result has not
+//     arrived yet: wait;
 //  4. the step budget (RunConfig.MaxSteps, 0 = unlimited) spent:
 //     vera.run.finished UNRESOLVED("step budget exhausted") — missing
 //     evidence is not a failure;
@@ -56,13 +58,29 @@
 // step in a race; their calls share a call id and cause, hence their model
 // I/O event ids, and only one step is stored.
 //
+// # The verifier loop
+//
+// A submitted answer is a proposal. With the auditor disabled
+// (RunConfig.Auditor.Enabled false) it finishes the run RESOLVED. With it
+// enabled, the agent publishes vera.audit.requested (round n+1, the answer,
+// the evidence it cites, the number of finished tool calls) and waits; it
+// only reads the auditor's events:
+//
+//   - vera.audit.feedback accepted: vera.run.finished RESOLVED with that
+//     answer;
+//   - final and not accepted (the round cap is spent): UNRESOLVED, with the
+//     answer of the best-scored round (vera.audit.judged best_round) as the
+//     run's answer and the scores in the reason;
+//   - otherwise the agent takes its next step, whose prompt carries the
+//     feedback's message (its corrective instructions) verbatim in FEEDBACK,
+//     and may submit again.
+//
+// The effective configuration in vera.run.started fills the auditor's
+// round cap and stop score (DefaultAuditRounds, DefaultAuditStopScore).
+//
 // # Not yet
 //
-// The DeepVerifier audit loop is not wired: a submit finishes the run
-// RESOLVED at once. vera.audit.feedback and vera.logic.verdict only
-// trigger a re-evaluation of the run (the verdict feeds the
-// repetition_nudge rule through the ledger fold). vera.run.cancelled is
-// honoured (nothing more is decided) but an in-flight model call is not
-// interrupted. The system prompt is not recorded as a blob in
-// vera.run.started yet.
+// vera.run.cancelled is honoured (nothing more is decided) but an
+// in-flight model call is not interrupted. The system prompt is not
+// recorded as a blob in vera.run.started yet.
 package agents
