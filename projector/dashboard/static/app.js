@@ -168,6 +168,7 @@ function resetPanels() {
   $('outcome').textContent = '';
   $('start-msg').textContent = '';
   $('event-count').textContent = '';
+  $('max-steps').value = '';
 }
 
 function selectRun(id, knownState) {
@@ -540,7 +541,7 @@ async function init() {
   const want = hashParams.get('run');
   if (want) selectRun(want);
   loadGlobalMetrics();
-  setInterval(loadGlobalMetrics, 5000);
+  setInterval(loadGlobalMetrics, 3000);
 }
 
 init();

@@ -1,0 +1,241 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/projector"
+)
+
+// chromium finds a Chromium to drive: $VERA_CHROMIUM, Debian's
+// /usr/bin/chromium, or one on PATH. Without one the browser tests skip,
+// unless VERA_REQUIRE_CHROMIUM=1, which makes them fail.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() && os.Getenv("VERA_REQUIRE_CHROMIUM") != "1" {
+		t.Skip("browser test skipped in -short mode")
+	}
+	cands := []string{os.Getenv("VERA_CHROMIUM"), "/usr/bin/chromium"}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			cands = append(cands, p)
+		}
+	}
+	for _, p := range cands {
+		if p == "" {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	if os.Getenv("VERA_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal("VERA_REQUIRE_CHROMIUM=1 but no Chromium found (install Debian's chromium, or set VERA_CHROMIUM)")
+	}
+	t.Skip("no Chromium found (apt-get install chromium, or set VERA_CHROMIUM): browser test skipped; VERA_REQUIRE_CHROMIUM=1 makes this a failure")
+	return ""
+}
+
+// browser starts a headless Chromium and returns a tab context.
+func browser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1440, 1400),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium %s: %v", path, err)
+	}
+	return ctx
+}
+
+// waitJS polls a JavaScript boolean expression until it holds.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({run: document.getElementById('run-id').textContent, conn: document.getElementById('conn').textContent, msg: document.getElementById('start-msg').textContent, events: document.getElementById('event-count').textContent, sessions: document.getElementById('sessions').textContent.slice(0, 400)})`))
+			t.Fatalf("waiting for %s: %s did not hold within 30s (err %v); page: %s", what, expr, err, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func textOf(t *testing.T, ctx context.Context, id string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.getElementById(%q).textContent`, id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// artifactDir is $VERA_ARTIFACTS (kept after the test) or a temporary dir.
+func artifactDir(t *testing.T) string {
+	if d := os.Getenv("VERA_ARTIFACTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// TestBrowserDashboard drives the page in a real headless Chromium: pick a
+// session, watch events arrive live (event content is shown as text, never
+// run as HTML), create a session, start a run (the test sees the
+// vera.task.submitted the page published, and the prompt locks), then
+// watch the run's Model I/O and Container Logs fill; a screenshot is saved.
+func TestBrowserDashboard(t *testing.T) {
+	path := chromium(t)
+	m := projector.NewMetrics(nil, nil)
+	e := startEnv(t, false, func(o *Options) { o.Metrics = m })
+	ctx := browser(t, path)
+
+	// Collect the page's errors and exceptions (a CSP violation is one).
+	var jsMu sync.Mutex
+	var jsErrors []string
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	console := chromedp.Console(consoleCtx)
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		for msg, err := range console {
+			if err != nil {
+				return
+			}
+			if msg.Type == chromedp.ConsoleError || msg.Type == chromedp.ConsoleException {
+				jsMu.Lock()
+				jsErrors = append(jsErrors, string(msg.Type)+": "+msg.Text+" at "+msg.URL)
+				jsMu.Unlock()
+			}
+		}
+	}()
+	defer func() { stopConsole(); <-consoleDone }()
+
+	// An existing run, submitted by another tool.
+	runA := "01J9ZZZZZZZZZZZZZZZZZZZZZA"
+	publishObserved := func(runID string, p interface{ EventType() string }) {
+		ev := mustEvent(t, e, runID, p)
+		if _, err := e.pub.Publish(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		m.Observe(ev)
+	}
+	publishObserved(runA, catalog.TaskSubmitted{RunConfig: catalog.RunConfig{Task: "existing task A", WorkDir: "/tmp/a"}, SubmittedBy: "cli"})
+	publishObserved(runA, note("note before the page opened"))
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url+"/#token="+e.srv.Token())); err != nil {
+		t.Fatal(err)
+	}
+	sel := fmt.Sprintf(`#sessions li[data-run=%q]`, runA)
+	waitJS(t, ctx, "session A listed", fmt.Sprintf(`!!document.querySelector(%s)`, jsString(sel)))
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the stored events of A", `document.getElementById('notes').textContent.includes('note before the page opened')`)
+	waitJS(t, ctx, "A's task locked", `document.getElementById('task').readOnly && document.getElementById('task').value === 'existing task A'`)
+
+	// Live events, including one that would run script if rendered as HTML.
+	xss := `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`
+	publishObserved(runA, note("live note 1"))
+	publishObserved(runA, note(xss))
+	publishObserved(runA, catalog.EvidenceRecorded{EvidenceID: "ev_0001", RequestID: "rq1", Step: 1, Command: "curl -s https://example.org", ExitCode: 0, Excerpt: xss})
+	publishObserved(runA, catalog.AuditJudged{Round: 1, Score: 2, RawScore: 3, Instructions: []string{"open /work/notes.md and cite the changelog URL"}, BestRound: 1, BestScore: 2, DurationMS: 1500, ModelTokens: 120})
+	publishObserved(runA, catalog.VerifyFastScored{AnswerEventID: "01J9ZZZZZZZZZZZZZZZZZZZZZB", Profile: "default", HighCount: 0, LowCount: 1, CreditScore: 4, Zone: "GOOD"})
+	publishObserved(runA, catalog.LogicVerdict{Step: 2, ThinkingEval: 0, ActionEval: 0, ThinkingEvalReason: "Action matches repetitive action", VerifierType: "logic", DecidedBy: "logic", Window: 3})
+	waitJS(t, ctx, "live notes", `document.getElementById('notes').textContent.includes('live note 1') && document.getElementById('notes').textContent.includes(`+jsString(xss)+`)`)
+	waitJS(t, ctx, "evidence, verifier results", `document.getElementById('evidence').textContent.includes('ev_0001') && document.getElementById('audit').textContent.includes('cite the changelog URL') && document.getElementById('verifyfast').textContent.includes('GOOD') && document.getElementById('logic').textContent.includes('repetitive action')`)
+	waitJS(t, ctx, "global metrics", `document.getElementById('global-metrics').textContent.includes('dra_verifier_last_score')`)
+	injected, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__xss !== undefined || document.querySelectorAll('#main img, #main script').length > 0`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if injected {
+		t.Fatal("event content was rendered as HTML")
+	}
+
+	// New session, start a run.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#new-session"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "a new editable session", `document.getElementById('run-id').textContent.length === 26 && document.getElementById('run-id').textContent !== `+jsString(runA)+` && !document.getElementById('task').readOnly`)
+	runB := textOf(t, ctx, "run-id")
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#task"), "Find the official release date of Example 2.0"),
+		chromedp.Click(chromedp.CSS("#start")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.submitted(runB)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page published no vera.task.submitted for %s (message: %q)", runB, textOf(t, ctx, "start-msg"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var sub catalog.TaskSubmitted
+	evs := e.submitted(runB)
+	if err := evs[0].DecodeData(&sub); err != nil || sub.Task != "Find the official release date of Example 2.0" || sub.MaxSteps != 7 || evs[0].Source != catalog.ComponentDashboard {
+		t.Fatalf("task.submitted %+v (%v)", sub, err)
+	}
+	waitJS(t, ctx, "the prompt locked", `document.getElementById('task').readOnly && document.getElementById('start').disabled`)
+
+	// The run's model calls and container logs arrive.
+	publishObserved(runB, catalog.ModelRequested{CallID: "call-agent-s0001", Scope: catalog.ScopeAgent, Purpose: "step", Step: 1, Model: "test-model", BaseURL: "http://127.0.0.1:1/v1",
+		Messages: []catalog.Message{{Role: "system", Content: "You are VERA."}, {Role: "user", Content: "PRIMARY TASK: Find the official release date"}}, MessageCount: 2, Attempt: 1})
+	publishObserved(runB, catalog.ModelResponded{CallID: "call-agent-s0001", Scope: catalog.ScopeAgent, Step: 1, Model: "test-model", Attempt: 1, LatencyMS: 812,
+		Usage: catalog.TokenUsage{Prompt: 100, Completion: 20, Total: 120}, FinishReason: "stop", Text: "THOUGHT: search the vendor site\nAction: {\"tool\":\"shell\",\"args\":{\"cmd\":\"curl -s https://example.org\"}}"})
+	publishObserved(runB, catalog.ContainerLog{Container: "vera-" + runB, ContainerID: "abc", Stream: catalog.StreamStderr, Line: "sandbox ready on /work", Time: time.Now()})
+	publishObserved(runB, catalog.ContainerEvent{Container: "vera-" + runB, ContainerID: "abc", Action: "exec_start", Time: time.Now()})
+	waitJS(t, ctx, "Model I/O", `document.getElementById('modelio').textContent.includes('PRIMARY TASK: Find the official release date') && document.getElementById('modelio').textContent.includes('search the vendor site') && document.getElementById('modelio').textContent.includes('120 tok')`)
+	waitJS(t, ctx, "Container Logs", `document.getElementById('container-logs').textContent.includes('sandbox ready on /work') && document.getElementById('container-logs').textContent.includes('exec_start')`)
+	waitJS(t, ctx, "run metrics", `document.getElementById('run-metrics').textContent.includes('agent 120')`)
+
+	// Open the model call's details for the screenshot.
+	_, _ = chromedp.Run(ctx, chromedp.Evaluate[any](`document.querySelectorAll('details.call').forEach(d => d.open = true)`))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(artifactDir(t), "dashboard.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+
+	jsMu.Lock()
+	defer jsMu.Unlock()
+	for _, msg := range jsErrors {
+		t.Errorf("JavaScript error on the page: %s", msg)
+	}
+}
