@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -43,9 +42,18 @@ type ConsumerConfig struct {
 	Backoff       []time.Duration // delay before redelivery after the n-th failure
 	AckWait       time.Duration   // unacknowledged this long (process gone) → redelivered
 	MaxAckPending int             // events in flight at once; default 256
-	// Concurrency is the number of handler goroutines. Events of one run are
-	// always handled by the same goroutine, in stream order.
+	// Concurrency is the most handlers running at once. Events with the
+	// same shard key (see ShardKey) are handled one at a time, in stream
+	// order; events with different keys run in parallel, up to Concurrency,
+	// and a busy key never holds up another one.
 	Concurrency int
+	// ShardKey returns the ordering key of an event when Concurrency > 1;
+	// nil means the run id, so that the events of one run are handled in
+	// order. It is called on the dispatching goroutine, before the handler,
+	// with the envelope parsed (Event set), so it must be quick; a malformed
+	// envelope is keyed by the run id of its subject without calling it.
+	// Returning a key per event (its id, say) handles events independently.
+	ShardKey func(*Message) string
 	// DrainTimeout bounds how long in-flight handlers may run after the
 	// consumer's context ends; then their context is cancelled.
 	DrainTimeout time.Duration
@@ -106,6 +114,8 @@ type Message struct {
 	Delivered uint64    // 1 on first delivery
 	Stored    time.Time // when the stream stored it
 	msg       jetstream.Msg
+	metaErr   error // the delivery's metadata could not be read
+	envErr    error // the envelope is malformed
 }
 
 // InProgress tells the server the handler is still working, resetting the
@@ -157,30 +167,25 @@ func (b *Bus) Consume(ctx context.Context, cfg ConsumerConfig, h Handler) error 
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
 
-	var workers []chan jetstream.Msg
+	var sh *sharder
+	dispatch := func(jm jetstream.Msg) { b.handle(hctx, log, &cfg, jm, nil, h) }
 	if cfg.Concurrency > 1 {
-		workers = make([]chan jetstream.Msg, cfg.Concurrency)
-	}
-	var wg sync.WaitGroup
-	for i := range workers {
-		workers[i] = make(chan jetstream.Msg, 1)
-		wg.Add(1)
-		go func(ch <-chan jetstream.Msg) {
-			defer wg.Done()
-			for m := range ch {
-				b.handle(hctx, log, &cfg, m, h)
+		sh = newSharder(cfg.Concurrency, func(d delivery) { b.handle(hctx, log, &cfg, d.jm, d.m, h) })
+		dispatch = func(jm jetstream.Msg) {
+			if cfg.ShardKey == nil {
+				runID, _, _ := ParseSubject(jm.Subject())
+				sh.dispatch(runID, delivery{jm: jm})
+				return
 			}
-		}(workers[i])
-	}
-	dispatch := func(m jetstream.Msg) {
-		if workers == nil {
-			b.handle(hctx, log, &cfg, m, h)
-			return
+			m := newMessage(jm)
+			key := ""
+			if m.parsed() {
+				key = cfg.ShardKey(m)
+			} else {
+				key, _, _ = ParseSubject(jm.Subject())
+			}
+			sh.dispatch(key, delivery{jm: jm, m: m})
 		}
-		runID, _, _ := ParseSubject(m.Subject())
-		f := fnv.New32a()
-		f.Write([]byte(runID))
-		workers[f.Sum32()%uint32(cfg.Concurrency)] <- m
 	}
 
 	cc, err := cons.Consume(dispatch,
@@ -213,11 +218,13 @@ func (b *Bus) Consume(ctx context.Context, cfg ConsumerConfig, h Handler) error 
 		cc.Stop()
 		<-cc.Closed()
 	}
-	for _, ch := range workers {
-		close(ch)
-	}
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() {
+		if sh != nil {
+			sh.wait()
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-timer.C:
@@ -275,38 +282,29 @@ func (b *Bus) ensureConsumer(ctx context.Context, cfg ConsumerConfig) (jetstream
 	}
 }
 
+// handle processes one delivery; m is the delivery already read by
+// newMessage, or nil.
 func (b *Bus) handle(ctx context.Context, log interface {
 	Warn(string, ...any)
 	Error(string, ...any)
-}, cfg *ConsumerConfig, jm jetstream.Msg, h Handler) {
-	meta, err := jm.Metadata()
-	if err != nil {
-		log.Error("message without metadata", "subject", jm.Subject(), "err", err)
+}, cfg *ConsumerConfig, jm jetstream.Msg, m *Message, h Handler) {
+	if m == nil {
+		m = newMessage(jm)
+	}
+	if m.metaErr != nil {
+		log.Error("message without metadata", "subject", jm.Subject(), "err", m.metaErr)
 		_ = jm.Term()
 		return
 	}
-	m := &Message{
-		Raw:       jm.Data(),
-		Subject:   jm.Subject(),
-		Sequence:  meta.Sequence.Stream,
-		Delivered: meta.NumDelivered,
-		Stored:    meta.Timestamp,
-		msg:       jm,
-	}
-	if meta.NumDelivered > uint64(cfg.MaxDeliver) {
-		b.deadLetter(ctx, log, cfg, m, fmt.Sprintf("delivered %d times without success (max %d)", meta.NumDelivered, cfg.MaxDeliver))
+	if m.Delivered > uint64(cfg.MaxDeliver) {
+		b.deadLetter(ctx, log, cfg, m, fmt.Sprintf("delivered %d times without success (max %d)", m.Delivered, cfg.MaxDeliver))
 		return
 	}
-	ev, err := ParseEvent(jm.Data())
-	if err == nil && !subjectMatches(jm.Subject(), &ev) {
-		err = fmt.Errorf("%w: envelope (run %q, type %q) does not match subject %q", ErrInvalidEvent, ev.RunID, ev.Type, jm.Subject())
-	}
-	if err != nil {
-		b.deadLetter(ctx, log, cfg, m, err.Error())
+	if m.envErr != nil {
+		b.deadLetter(ctx, log, cfg, m, m.envErr.Error())
 		return
 	}
-	m.Event = ev
-
+	ev := m.Event
 	herr := b.runHandler(ctx, cfg, m, h)
 	switch {
 	case herr == nil:
@@ -315,17 +313,105 @@ func (b *Bus) handle(ctx context.Context, log interface {
 		}
 	case IsPermanent(herr):
 		b.deadLetter(ctx, log, cfg, m, herr.Error())
-	case meta.NumDelivered >= uint64(cfg.MaxDeliver):
-		b.deadLetter(ctx, log, cfg, m, fmt.Sprintf("failed %d times, last error: %v", meta.NumDelivered, herr))
+	case m.Delivered >= uint64(cfg.MaxDeliver):
+		b.deadLetter(ctx, log, cfg, m, fmt.Sprintf("failed %d times, last error: %v", m.Delivered, herr))
 	default:
-		delay := cfg.Backoff[min(int(meta.NumDelivered)-1, len(cfg.Backoff)-1)]
+		delay := cfg.Backoff[min(int(m.Delivered)-1, len(cfg.Backoff)-1)]
 		log.Warn("handler failed; will redeliver", "type", ev.Type, "id", ev.ID, "run", ev.RunID,
-			"delivery", meta.NumDelivered, "retry_in", delay, "err", herr)
+			"delivery", m.Delivered, "retry_in", delay, "err", herr)
 		if err := jm.NakWithDelay(delay); err != nil {
 			log.Warn("nak", "seq", m.Sequence, "err", err)
 		}
 	}
 }
+
+// newMessage reads a delivery's metadata and envelope; what is wrong with
+// them is kept in metaErr and envErr for handle to deal with.
+func newMessage(jm jetstream.Msg) *Message {
+	m := &Message{Raw: jm.Data(), Subject: jm.Subject(), msg: jm}
+	meta, err := jm.Metadata()
+	if err != nil {
+		m.metaErr = err
+		return m
+	}
+	m.Sequence, m.Delivered, m.Stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
+	ev, err := ParseEvent(m.Raw)
+	if err == nil && !subjectMatches(m.Subject, &ev) {
+		err = fmt.Errorf("%w: envelope (run %q, type %q) does not match subject %q", ErrInvalidEvent, ev.RunID, ev.Type, m.Subject)
+	}
+	if err != nil {
+		m.envErr = err
+		return m
+	}
+	m.Event = ev
+	return m
+}
+
+// parsed reports whether the message has a valid envelope.
+func (m *Message) parsed() bool { return m.metaErr == nil && m.envErr == nil }
+
+// delivery is a message on its way to a handler; m is set when the
+// dispatcher already read it (to compute a ShardKey).
+type delivery struct {
+	jm jetstream.Msg
+	m  *Message
+}
+
+// sharder runs handlers with at most n at once, handling the deliveries of
+// one key one at a time in arrival order. A key with work has one goroutine
+// (started on its first delivery, ending when its queue is empty) that
+// takes a slot per delivery; the dispatcher never blocks, so a busy key
+// cannot hold up the others. The server's MaxAckPending bounds the queues.
+type sharder struct {
+	slots  chan struct{}
+	handle func(delivery)
+
+	mu     sync.Mutex
+	queues map[string][]delivery // key → deliveries not yet handled, the first in progress
+	wg     sync.WaitGroup
+}
+
+func newSharder(n int, handle func(delivery)) *sharder {
+	return &sharder{slots: make(chan struct{}, n), handle: handle, queues: map[string][]delivery{}}
+}
+
+func (s *sharder) dispatch(key string, d delivery) {
+	s.mu.Lock()
+	q, busy := s.queues[key]
+	s.queues[key] = append(q, d)
+	s.mu.Unlock()
+	if busy {
+		return // the key's goroutine takes it in turn
+	}
+	s.wg.Add(1)
+	go s.drain(key)
+}
+
+// drain handles the key's deliveries until its queue is empty.
+func (s *sharder) drain(key string) {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		d := s.queues[key][0]
+		s.mu.Unlock()
+		s.slots <- struct{}{}
+		s.handle(d)
+		<-s.slots
+		s.mu.Lock()
+		q := s.queues[key]
+		if len(q) == 1 {
+			delete(s.queues, key)
+			s.mu.Unlock()
+			return
+		}
+		q[0] = delivery{}
+		s.queues[key] = q[1:]
+		s.mu.Unlock()
+	}
+}
+
+// wait returns when every dispatched delivery has been handled.
+func (s *sharder) wait() { s.wg.Wait() }
 
 // subjectMatches reports whether subject is vera.run.<RunID>.<Type without
 // "vera.">, without allocating.

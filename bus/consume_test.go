@@ -409,3 +409,115 @@ func helperProcess() int {
 	}
 	return 0
 }
+
+// TestConsumeShardKey: with a ShardKey, events of one run but different
+// keys are handled in parallel, each key in stream order, and a key whose
+// handler is stuck holds up neither the other keys nor the dispatcher.
+func TestConsumeShardKey(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	// One run; keys: "slow" for n == 0, "k1"/"k2" alternating otherwise.
+	key := func(n int) string {
+		switch {
+		case n == 0:
+			return "slow"
+		case n%2 == 1:
+			return "k1"
+		default:
+			return "k2"
+		}
+	}
+	const total = 41
+	var evs []bus.Event
+	for i := 0; i < total; i++ {
+		evs = append(evs, mustEvent(t, b, "one-run", note{N: i}))
+	}
+	if _, err := b.PublishBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	last := map[string]int{}
+	handled := 0
+	var keyedSeen []string
+	stop := consumeUntil(t, b, bus.ConsumerConfig{Durable: "sharded", Concurrency: 3,
+		ShardKey: func(m *bus.Message) string {
+			var n note
+			if err := m.Event.DecodeData(&n); err != nil {
+				t.Errorf("ShardKey got an unparsed event: %v", err)
+			}
+			k := key(n.N)
+			mu.Lock()
+			keyedSeen = append(keyedSeen, m.Event.ID)
+			mu.Unlock()
+			return k
+		}},
+		func(ctx context.Context, m *bus.Message) error {
+			var n note
+			if err := m.Event.DecodeData(&n); err != nil {
+				return bus.Permanent(err)
+			}
+			if key(n.N) == "slow" {
+				select { // stuck until every other event is handled
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			k := key(n.N)
+			if prev, ok := last[k]; ok && n.N <= prev {
+				t.Errorf("key %s: %d after %d", k, n.N, prev)
+			}
+			last[k] = n.N
+			handled++
+			return nil
+		})
+	waitFor(t, "every event but the stuck one", func() bool { mu.Lock(); defer mu.Unlock(); return handled == total-1 })
+	close(release)
+	waitFor(t, "the stuck one", func() bool { mu.Lock(); defer mu.Unlock(); return handled == total })
+	stop()
+	if len(keyedSeen) != total {
+		t.Errorf("ShardKey called %d times, want %d (once per delivery)", len(keyedSeen), total)
+	}
+}
+
+// TestConsumeShardKeyParallel: three events of one run, each its own key,
+// are in the handler at the same time (keyed by run they would queue).
+func TestConsumeShardKeyParallel(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	for i := 0; i < 3; i++ {
+		if _, err := b.Publish(ctx, mustEvent(t, b, "par", note{N: i})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	inFlight, peak, done := 0, 0, 0
+	all := make(chan struct{})
+	stop := consumeUntil(t, b, bus.ConsumerConfig{Durable: "perevent", Concurrency: 4,
+		ShardKey: func(m *bus.Message) string { return m.Event.ID }},
+		func(ctx context.Context, m *bus.Message) error {
+			mu.Lock()
+			inFlight++
+			peak = max(peak, inFlight)
+			if inFlight == 3 {
+				close(all)
+			}
+			mu.Unlock()
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+			}
+			mu.Lock()
+			inFlight--
+			done++
+			mu.Unlock()
+			return nil
+		})
+	waitFor(t, "three events", func() bool { mu.Lock(); defer mu.Unlock(); return done == 3 })
+	stop()
+	if peak != 3 {
+		t.Fatalf("at most %d handlers at once, want 3", peak)
+	}
+}

@@ -20,7 +20,8 @@ const (
 	DefaultHeadBytes = 8 << 10
 	DefaultTailBytes = 8 << 10
 	DefaultSpoolMax  = 1 << 30
-	// DefaultConcurrency is how many runs execute commands at once.
+	// DefaultConcurrency is how many requests are handled at once (the
+	// agents of that many runs, or the auditor's parallel checks).
 	DefaultConcurrency = 8
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 	HeadBytes, TailBytes int   // output kept inline in the event, per stream
 	SpoolMax             int64 // most bytes of one stream kept for its blob
 
-	Concurrency int // runs served in parallel
+	Concurrency int // requests handled at once, across runs and requesters
 	Logger      *slog.Logger
 	Clock       bus.Clock
 }

@@ -109,8 +109,11 @@ func numericUser(u string) (uid, gid int, ok bool) {
 }
 
 // ensureBox returns the run's running container for the role, creating or
-// restarting it as needed.
+// restarting it as needed. Requests arriving at once wait for one another
+// here (and only here): one creates the container, the others find it.
 func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, error) {
+	rs.boxMu.Lock()
+	defer rs.boxMu.Unlock()
 	name := ContainerName(rs.id, r)
 	if b := rs.boxes[r]; b != nil {
 		if info, err := d.docker.ContainerInspect(ctx, b.id); err == nil && info.State != nil && info.State.Running {

@@ -39,16 +39,29 @@ type Daemon struct {
 }
 
 // runState is what the daemon knows of one run, rebuilt from the stream.
+//
+// Locking: mu guards the maps and is never held across a Docker call or a
+// command (only while the run is loaded from the stream). Requests of a run
+// may be handled concurrently (the auditor's; the agent's come one at a
+// time): each holds active for reading while it runs, so that the end of
+// the run (handleControl, holding it for writing) waits for all of them;
+// boxMu serialises creating, restarting and recovering the run's
+// containers, never an exec.
 type runState struct {
 	id string
 
-	mu       sync.Mutex // held while a request of the run is handled
+	mu       sync.Mutex
 	loaded   bool
-	cfg      *catalog.RunConfig
+	cfg      *catalog.RunConfig // set once by load
 	started  map[string]bool
 	finished map[string]bool
+	inflight map[string]bool            // request id → being handled by this daemon now
 	requests map[string]recordedRequest // request id → the request, for recovery
-	boxes    map[role]*box
+
+	active sync.RWMutex // read: a request is being handled; write: the run's containers are removed
+
+	boxMu sync.Mutex
+	boxes map[role]*box // guarded by boxMu
 
 	ctl       sync.Mutex // guards ended and interrupt, never held long
 	ended     bool
@@ -104,7 +117,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() {
 		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
 			Durable: ConsumerRequests, Types: []string{catalog.TypeToolRequested},
-			Concurrency: d.cfg.Concurrency, AckWait: 30 * time.Second, MaxDeliver: 5,
+			Concurrency: d.cfg.Concurrency, ShardKey: requestShard, AckWait: 30 * time.Second, MaxDeliver: 5,
 		}, d.handleRequest)
 	}()
 	go func() {
@@ -128,7 +141,8 @@ func (d *Daemon) run(id string) *runState {
 	d.mu.Lock()
 	rs := d.runs[id]
 	if rs == nil {
-		rs = &runState{id: id, started: map[string]bool{}, finished: map[string]bool{}, requests: map[string]recordedRequest{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
+		rs = &runState{id: id, started: map[string]bool{}, finished: map[string]bool{}, inflight: map[string]bool{},
+			requests: map[string]recordedRequest{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
 		d.runs[id] = rs
 	}
 	d.mu.Unlock()
@@ -178,6 +192,7 @@ func (d *Daemon) load(ctx context.Context, rs *runState) error {
 				id = rec.Event.ID
 			}
 			if _, seen := rs.requests[id]; !seen {
+				v.RequestID = id
 				rs.requests[id] = recordedRequest{event: rec.Event, req: *v}
 			}
 		case *catalog.ToolStarted:
@@ -213,18 +228,66 @@ func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
 	if m.Event.Type != catalog.TypeRunFinished && m.Event.Type != catalog.TypeRunCancelled {
 		return nil
 	}
-	rs.mu.Lock() // wait for the request in flight to be reported
-	defer rs.mu.Unlock()
+	rs.active.Lock() // wait for the requests in flight to be reported
+	defer rs.active.Unlock()
 	if !d.cfg.KeepContainers {
 		if err := d.removeBoxes(ctx, rs.id); err != nil {
 			d.log.Warn("remove containers of an ended run", "run", rs.id, "err", err)
 			return err
 		}
+		rs.boxMu.Lock()
 		rs.boxes = map[role]*box{}
+		rs.boxMu.Unlock()
 		d.log.Info("run ended; containers removed", "run", rs.id)
 	}
 	d.forget(rs.id)
 	return nil
+}
+
+// requestShard is the ordering key of a tool request (bus.ConsumerConfig's
+// ShardKey): the agent's requests of a run share their container's key and
+// run one after the other in stream order, as its shell state (cwd,
+// exports) flows from one to the next; each auditor request has a key of
+// its own, so that the auditor's checks run in parallel with one another
+// and with the agent (the auditor sends a check's next command only after
+// the previous one finished).
+func requestShard(m *bus.Message) string {
+	var req struct {
+		RequestID string            `json:"request_id"`
+		Requester catalog.Requester `json:"requester"`
+	}
+	_ = m.Event.DecodeData(&req) // a bad request is keyed as the agent's; handleRequest rejects it
+	r := roleOf(req.Requester)
+	if r != roleAuditor {
+		return ContainerName(m.Event.RunID, r)
+	}
+	if req.RequestID == "" {
+		req.RequestID = m.Event.ID
+	}
+	return ContainerName(m.Event.RunID, r) + "/" + req.RequestID
+}
+
+// claim registers a request as handled by this daemon now, after loading
+// the run. It reports false (and nothing to do) when the request was
+// answered already or is being handled by another delivery; started says
+// whether a previous daemon started it.
+func (d *Daemon) claim(ctx context.Context, rs *runState, id string) (ok, started bool, err error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err := d.load(ctx, rs); err != nil {
+		return false, false, err
+	}
+	if rs.finished[id] || rs.inflight[id] {
+		return false, false, nil
+	}
+	rs.inflight[id] = true
+	return true, rs.started[id], nil
+}
+
+func (rs *runState) release(id string) {
+	rs.mu.Lock()
+	delete(rs.inflight, id)
+	rs.mu.Unlock()
 }
 
 // handleRequest runs one vera.tool.requested at most once.
@@ -233,18 +296,22 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	if err := m.Event.DecodeData(&req); err != nil {
 		return bus.Permanent(err)
 	}
-	rs := d.run(m.Event.RunID)
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if err := d.load(ctx, rs); err != nil {
-		return err // the bus failed us: retry later
-	}
 	if req.RequestID == "" {
 		req.RequestID = m.Event.ID
 	}
-	if rs.finished[req.RequestID] {
-		return nil // answered already (redelivery, or a replayed request)
+	rs := d.run(m.Event.RunID)
+	rs.active.RLock()
+	defer rs.active.RUnlock()
+	ok, started, err := d.claim(ctx, rs, req.RequestID)
+	if err != nil {
+		return err // the bus failed us: retry later
 	}
+	if !ok {
+		// Answered already (redelivery, or a replayed request), or being
+		// run right now by another delivery of it, which will answer it.
+		return nil
+	}
+	defer rs.release(req.RequestID)
 	log := d.log.With("run", rs.id, "request", req.RequestID)
 	token := fileToken(req.RequestID)
 	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
@@ -255,7 +322,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 		return finish(catalog.ToolFinished{ExitCode: -1, Error: msg})
 	}
 
-	if rs.started[req.RequestID] {
+	if started {
 		return d.reportInterrupted(ctx, rs, m.Event, req)
 	}
 	if req.Command == "" {
@@ -312,7 +379,9 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 				_, err = d.bus.Publish(ctx, ev)
 			}
 			if err == nil {
+				rs.mu.Lock()
 				rs.started[req.RequestID] = true
+				rs.mu.Unlock()
 			}
 			startErr = err
 		},
@@ -356,9 +425,11 @@ func (d *Daemon) finish(ctx context.Context, rs *runState, cause bus.Event, req 
 		return bus.Permanent(err)
 	}
 	if _, err := d.bus.Publish(ctx, ev); err != nil {
-		return err
+		return fmt.Errorf("publish tool.finished of %s: %w", req.RequestID, err)
 	}
+	rs.mu.Lock()
 	rs.finished[req.RequestID] = true
+	rs.mu.Unlock()
 	token := fileToken(req.RequestID)
 	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
 	_ = os.Remove(filepath.Join(spool, token+".stdout"))
@@ -369,7 +440,7 @@ func (d *Daemon) finish(ctx context.Context, rs *runState, cause bus.Event, req 
 // reportInterrupted answers a request that a previous daemon started and
 // never finished: what is left of it is killed, and it is reported as
 // interrupted with the output spooled before the crash. It is never run
-// again. Called with rs.mu held.
+// again. Called by the request's claimant.
 func (d *Daemon) reportInterrupted(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested) error {
 	token := fileToken(req.RequestID)
 	d.killLeftover(ctx, rs.id, roleOf(req.Requester), token)
@@ -383,23 +454,29 @@ func (d *Daemon) reportInterrupted(ctx context.Context, rs *runState, cause bus.
 // crashed daemon left started but unfinished (rather than when its message
 // is redelivered, after the ack wait).
 func (d *Daemon) recoverRun(ctx context.Context, rs *runState) {
+	rs.active.RLock()
+	defer rs.active.RUnlock()
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
 	if err := d.load(ctx, rs); err != nil {
+		rs.mu.Unlock()
 		d.log.Warn("recover run", "run", rs.id, "err", err)
 		return
 	}
+	var cut []recordedRequest
 	for id := range rs.started {
-		if rs.finished[id] {
-			continue
+		if r, ok := rs.requests[id]; ok && !rs.finished[id] && !rs.inflight[id] {
+			cut = append(cut, r)
 		}
-		r, ok := rs.requests[id]
-		if !ok {
+	}
+	rs.mu.Unlock()
+	for _, r := range cut {
+		if ok, _, err := d.claim(ctx, rs, r.req.RequestID); err != nil || !ok {
 			continue
 		}
 		if err := d.reportInterrupted(ctx, rs, r.event, r.req); err != nil {
-			d.log.Warn("report interrupted request", "run", rs.id, "request", id, "err", err)
+			d.log.Warn("report interrupted request", "run", rs.id, "request", r.req.RequestID, "err", err)
 		}
+		rs.release(r.req.RequestID)
 	}
 }
 

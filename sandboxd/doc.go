@@ -24,4 +24,13 @@
 // run again; one whose vera.tool.started is there without a finish was cut
 // off by a crash and is reported as interrupted, with the output spooled to
 // disk before the crash, instead of being run again.
+//
+// Concurrency: the request consumer is sharded by run and container (one
+// ordering key per agent container, one per auditor request). The agent's requests of a run run one at a time in stream
+// order; each auditor request runs as soon as it arrives, in parallel with
+// the run's other auditor requests and with the agent's (the auditor's
+// checks are independent, and it sends a check's next command only after
+// the previous one finished). Creating, restarting and recovering a
+// container is serialised per run; the execs themselves are not. At most
+// Config.Concurrency commands run at once in all.
 package sandboxd

@@ -146,3 +146,51 @@ func TestRunsExecuteInParallelAndInOrder(t *testing.T) {
 		t.Fatalf("order %q", tf.Stdout.Head)
 	}
 }
+
+// TestAuditorRequestsRunConcurrently: the auditor's requests of one run run
+// at the same time, with each other and with the agent's: three auditor
+// `sleep 1` and an agent `sleep 1` take about one second, not four. Three
+// auditor requests arriving at once on a fresh run share one new container.
+func TestAuditorRequestsRunConcurrently(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("audpar")
+	ids := []string{"cold-1", "cold-2", "cold-3"}
+	for _, id := range ids {
+		f.request(run, req{id: id, cmd: "cat /etc/hostname", requester: catalog.RequesterAuditor})
+	}
+	hosts := map[string]bool{}
+	for _, id := range ids {
+		tf := f.result(run, id, 2*time.Minute)
+		if tf.ExitCode != 0 {
+			t.Fatalf("%s: %s", id, summarize(tf))
+		}
+		hosts[tf.Stdout.Head] = true
+	}
+	if len(hosts) != 1 {
+		t.Fatalf("three requests on a fresh run ran in %d containers: %v", len(hosts), hosts)
+	}
+	f.exec(run, req{cmd: "true"}) // the agent's container up too
+
+	start := time.Now()
+	ids = []string{"aud-1", "aud-2", "aud-3", "agent-1"}
+	for _, id := range ids {
+		r := req{id: id, cmd: "sleep 1", requester: catalog.RequesterAuditor}
+		if id == "agent-1" {
+			r.requester = catalog.RequesterAgent
+		}
+		f.request(run, r)
+	}
+	for _, id := range ids {
+		if tf := f.result(run, id, time.Minute); tf.ExitCode != 0 {
+			t.Fatalf("%s: %s", id, summarize(tf))
+		}
+	}
+	el := time.Since(start)
+	t.Logf("four 1 s commands (three auditor, one agent) of one run took %s", el.Round(time.Millisecond))
+	if el > 2*time.Second {
+		t.Errorf("four 1 s commands of one run took %s: the auditor's requests were serialised", el)
+	}
+	if n := f.count(run, catalog.TypeToolStarted); n != 8 {
+		t.Errorf("%d tool.started, want 8 (one per request)", n)
+	}
+}
