@@ -313,7 +313,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
-func mustEvent(t *testing.T, e *testEnv, runID string, p bus.Payload) bus.Event {
+func mustEvent(t testing.TB, e *testEnv, runID string, p bus.Payload) bus.Event {
 	t.Helper()
 	ev, err := e.pub.Events.New(runID, p)
 	if err != nil {

@@ -31,6 +31,7 @@ type testEnv struct {
 	srv     *Server
 	url     string
 	dataDir string
+	natsURL string
 	stop    func()
 }
 
@@ -53,7 +54,7 @@ func startEnv(tb testing.TB, direct bool, opts ...envOpt) *testEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &testEnv{t: tb, bus: b, pub: pub, srv: d, dataDir: o.DataDir}
+	e := &testEnv{t: tb, bus: b, pub: pub, srv: d, dataDir: o.DataDir, natsURL: s.ClientURL()}
 	if direct {
 		hs := httptest.NewServer(d.Handler())
 		tb.Cleanup(hs.Close)
