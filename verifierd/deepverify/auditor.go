@@ -38,6 +38,11 @@ type Auditor struct {
 	ToolTimeout time.Duration
 	// Concurrency is the number of runs handled at once; default 4.
 	Concurrency int
+	// AckWait is how long a delivery may stay unacknowledged, because the
+	// auditor died while handling it, before it is delivered again (to the
+	// restarted auditor); default bus.DefaultAckWait. A live handler keeps
+	// its delivery in progress however long it runs.
+	AckWait time.Duration
 
 	once   sync.Once
 	events *bus.Factory
@@ -78,6 +83,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 		Durable:     Durable,
 		Types:       []string{catalog.TypeAuditRequested, catalog.TypeToolFinished},
 		Concurrency: a.Concurrency,
+		AckWait:     a.AckWait,
 	}, a.handle)
 }
 

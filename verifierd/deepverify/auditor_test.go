@@ -23,7 +23,8 @@ type scenario struct {
 	decompose map[int]string
 	checks    map[string][]string
 	judge     map[int]string
-	delay     time.Duration // before every check-step reply
+	delay     time.Duration            // before every check-step reply
+	delays    map[string]time.Duration // check id → before its replies, instead of delay
 }
 
 var (
@@ -48,7 +49,11 @@ func (s *scenario) reply(req scriptedmodel.Request) (scriptedmodel.Reply, bool) 
 		if n > len(rs) {
 			return scriptedmodel.Reply{}, false
 		}
-		return scriptedmodel.Reply{Content: rs[n-1], Delay: s.delay}, true
+		delay := s.delay
+		if d, ok := s.delays[m[1]]; ok {
+			delay = d
+		}
+		return scriptedmodel.Reply{Content: rs[n-1], Delay: delay}, true
 	}
 	if m := judgeHdr.FindStringSubmatch(u); m != nil {
 		fmt.Sscan(m[1], &n)
@@ -69,13 +74,15 @@ func countPrompts(srv *scriptedmodel.Server, prefix string) int {
 }
 
 type harness struct {
-	t      *testing.T
-	b      *bus.Bus
-	srv    *scriptedmodel.Server
-	sc     *scenario
-	runID  string
-	events *bus.Factory
-	start  bus.Event
+	t       testing.TB
+	b       *bus.Bus
+	natsURL string
+	runs    []string // every run the harness made
+	srv     *scriptedmodel.Server
+	sc      *scenario
+	runID   string
+	events  *bus.Factory
+	start   bus.Event
 
 	mu      sync.Mutex
 	outputs map[string]string        // command → stdout
@@ -87,14 +94,24 @@ const (
 	urlWiki = "https://en.wikipedia.org/wiki/History_of_Python"
 )
 
-func newHarness(t *testing.T, maxRounds int) *harness {
-	_, b := bustest.New(t)
+func newHarness(t testing.TB, maxRounds int) *harness {
+	ns, b := bustest.New(t)
 	sc := &scenario{decompose: map[int]string{}, checks: map[string][]string{}, judge: map[int]string{}}
 	srv := scriptedmodel.Start(t, scriptedmodel.WithRules(scriptedmodel.Rule{Name: "auditor", Func: sc.reply}))
-	h := &harness{t: t, b: b, srv: srv, sc: sc, runID: "run-audit", events: &bus.Factory{Source: "test"},
+	h := &harness{t: t, b: b, natsURL: ns.ClientURL(), srv: srv, sc: sc, events: &bus.Factory{Source: "test"},
 		outputs: map[string]string{}, gates: map[string]chan struct{}{}}
-	cfg := catalog.RunConfig{Task: "When was Python 3.13.0 released?", WorkDir: "/tmp/w",
-		Model:   catalog.ModelConfig{BaseURL: srv.URL(), Name: "m"},
+	h.newRun("run-audit", maxRounds, "/tmp/w")
+	return h
+}
+
+// newRun makes runID the harness's run and records its start, notes and
+// evidence, as the agent would have.
+func (h *harness) newRun(runID string, maxRounds int, workDir string) {
+	h.t.Helper()
+	h.runID = runID
+	h.runs = append(h.runs, runID)
+	cfg := catalog.RunConfig{Task: "When was Python 3.13.0 released?", WorkDir: workDir,
+		Model:   catalog.ModelConfig{BaseURL: h.srv.URL(), Name: "m"},
 		Auditor: catalog.AuditorConfig{Enabled: true, MaxRounds: maxRounds}}
 	h.start = h.publish(catalog.RunStarted{AgentID: "a1", Config: cfg})
 	h.publish(catalog.NotesAppended{Step: 1, Author: "agent", Text: "Python 3.13.0 release date: see ev_0001, ev_0002."})
@@ -107,7 +124,6 @@ func newHarness(t *testing.T, maxRounds int) *harness {
 		Excerpt: "Python 3.13.0 Release Date: Oct. 7, 2024", URLs: []string{urlPy}})
 	h.publish(catalog.EvidenceRecorded{EvidenceID: "ev_0002", RequestID: "req-s0002", Step: 2, Command: "curl -sL " + urlWiki,
 		Excerpt: "3.13 | 2024-10-07", URLs: []string{urlWiki}})
-	return h
 }
 
 func (h *harness) publish(p bus.Payload, opts ...bus.EventOption) bus.Event {
