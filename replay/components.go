@@ -1,0 +1,241 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/docker/docker/client"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/projector"
+	"github.com/vera-run/vera/sandboxd"
+	"github.com/vera-run/vera/verifierd/deepverify"
+	"github.com/vera-run/vera/verifierd/logic"
+)
+
+// Sandbox is what real tool execution needs: a Docker client and the
+// sandboxd configuration (image, limits). WorkRoot and SpoolDir default to
+// directories under the replay's scratch area.
+type Sandbox struct {
+	Docker *client.Client
+	Config sandboxd.Config
+}
+
+// group runs components until Stop.
+type group struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+	log    *slog.Logger
+}
+
+func newGroup(ctx context.Context, log *slog.Logger) *group {
+	c, cancel := context.WithCancel(ctx)
+	return &group{ctx: c, cancel: cancel, log: log}
+}
+
+func (g *group) Go(name string, run func(context.Context) error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := run(g.ctx); err != nil && g.ctx.Err() == nil {
+			g.log.Error("replay component stopped", "component", name, "err", err)
+			g.mu.Lock()
+			g.errs = append(g.errs, fmt.Errorf("%s: %w", name, err))
+			g.mu.Unlock()
+		}
+	}()
+}
+
+// Err returns the errors of components that stopped on their own so far.
+func (g *group) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.errs...)
+}
+
+// Stop cancels every component and waits for them.
+func (g *group) Stop() {
+	g.cancel()
+	g.wg.Wait()
+}
+
+// env is a scratch bus with VERA's components on it.
+type env struct {
+	scratch *Scratch
+	bus     *bus.Bus // the replay's own connection
+	group   *group
+	log     *slog.Logger
+	clients []*llm.Client
+	tmp     string // sandboxd's work root and spool, removed at close
+}
+
+func newEnv(ctx context.Context, log *slog.Logger) (*env, error) {
+	sc, err := NewScratch(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	b, err := sc.Connect(ctx, SourceReplay)
+	if err != nil {
+		sc.Close()
+		return nil, err
+	}
+	return &env{scratch: sc, bus: b, group: newGroup(ctx, log), log: log}, nil
+}
+
+// close stops the components and the scratch bus.
+func (e *env) close() error {
+	e.group.Stop()
+	for _, c := range e.clients {
+		c.Close()
+	}
+	err := e.scratch.Close()
+	if e.tmp != "" {
+		os.RemoveAll(e.tmp)
+	}
+	return err
+}
+
+func (e *env) connect(ctx context.Context, source string) (*bus.Bus, error) {
+	return e.scratch.Connect(ctx, source)
+}
+
+// models returns a model factory whose clients record their calls on b.
+// override, when set, replaces every requested model.
+func (e *env) models(b *bus.Bus, override *catalog.ModelConfig) func(catalog.ModelConfig) (llm.Completer, error) {
+	rec := llmbus.New(b, llmbus.Options{Logger: e.log})
+	var mu sync.Mutex
+	return func(mc catalog.ModelConfig) (llm.Completer, error) {
+		if override != nil {
+			mc = *override
+		}
+		cfg := llmbus.Config(mc)
+		cfg.Recorder, cfg.Logger = rec, e.log
+		c, err := llm.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		e.clients = append(e.clients, c)
+		mu.Unlock()
+		return c, nil
+	}
+}
+
+// startFiles runs the live file projector.
+func (e *env) startFiles(ctx context.Context) error {
+	b, err := e.connect(ctx, catalog.ComponentProjector)
+	if err != nil {
+		return err
+	}
+	e.group.Go("projector", (&projector.Files{Bus: b, Logger: e.log}).Run)
+	return nil
+}
+
+// startLogic runs the logic verifier (window 0: its default).
+func (e *env) startLogic(ctx context.Context, window int) error {
+	b, err := e.connect(ctx, catalog.ComponentLogic)
+	if err != nil {
+		return err
+	}
+	e.group.Go("logic verifier", (&logic.Live{Bus: b, Window: window, Logger: e.log}).Run)
+	return nil
+}
+
+// startAuditor runs the DeepVerifier auditor with the given models (nil:
+// clients recording on the bus, override replacing the run's model).
+func (e *env) startAuditor(ctx context.Context, models func(catalog.ModelConfig) (llm.Completer, error), override *catalog.ModelConfig) error {
+	b, err := e.connect(ctx, catalog.ComponentDeepVerify)
+	if err != nil {
+		return err
+	}
+	if models == nil {
+		models = e.models(b, override)
+	}
+	e.group.Go("deepverify auditor", (&deepverify.Auditor{Bus: b, Logger: e.log, Models: models}).Run)
+	return nil
+}
+
+// startSandbox runs sandboxd.
+func (e *env) startSandbox(ctx context.Context, sb *Sandbox) error {
+	b, err := e.connect(ctx, catalog.ComponentSandboxd)
+	if err != nil {
+		return err
+	}
+	cfg := sb.Config
+	if cfg.WorkRoot == "" || cfg.SpoolDir == "" {
+		if e.tmp == "" {
+			if e.tmp, err = os.MkdirTemp("", "vera-replay-sandbox-"); err != nil {
+				return err
+			}
+		}
+		if cfg.WorkRoot == "" {
+			cfg.WorkRoot = filepath.Join(e.tmp, "runs")
+		}
+		if cfg.SpoolDir == "" {
+			cfg.SpoolDir = filepath.Join(e.tmp, "spool")
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = e.log
+	}
+	d, err := sandboxd.New(b, sb.Docker, cfg)
+	if err != nil {
+		return err
+	}
+	e.group.Go("sandboxd", d.Run)
+	return nil
+}
+
+// drained reports whether the durable consumer exists and has handled
+// every event it was given.
+func drained(ctx context.Context, b *bus.Bus, durable string) (bool, error) {
+	c, err := b.JetStream().Consumer(ctx, bus.StreamName, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0, nil
+}
+
+// transfer copies run runID from src to dst (blobs included); events dst
+// already holds are skipped.
+func transfer(ctx context.Context, src *bus.Bus, runID string, dst *bus.Bus) (int, error) {
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := src.Export(ctx, pw, bus.ExportOptions{RunID: runID})
+		pw.CloseWithError(err)
+		errc <- err
+	}()
+	st, err := dst.Import(ctx, pr, bus.ImportOptions{})
+	pr.CloseWithError(errors.New("import ended"))
+	if eerr := <-errc; eerr != nil && err == nil {
+		err = eerr
+	}
+	if err != nil {
+		return st.Imported, fmt.Errorf("copy run %s: %w", runID, err)
+	}
+	if len(st.Bad) > 0 {
+		return st.Imported, fmt.Errorf("copy run %s: %v", runID, st.Bad[0])
+	}
+	return st.Imported, nil
+}

@@ -1,0 +1,211 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
+)
+
+// Errors of Recorded.Complete.
+var (
+	// ErrNotRecorded: the recording has no successful reply for the call id.
+	ErrNotRecorded = errors.New("replay: the recording has no reply for this model call")
+	// ErrPromptDiffers: the call's prompt is not the recorded prompt.
+	ErrPromptDiffers = errors.New("replay: the prompt differs from the recording")
+)
+
+// Recorded is an llm.Completer that answers model calls from a recorded
+// run's model I/O (vera.model.requested and vera.model.responded): the
+// call with id C gets the recorded reply of call C (its text, finish
+// reason, usage and model), provided the recording has one and the prompt
+// sent equals the recorded prompt. It never contacts a model.
+//
+// Every call it answers is passed to Recorder, as llm.Client does, so the
+// new run records its model I/O like a live run.
+type Recorded struct {
+	// Recorder sees each answered call (one attempt); nil records nothing.
+	Recorder llm.Recorder
+	// ServeChangedPrompts answers a call whose prompt differs from the
+	// recording with the recorded reply anyway (the divergence is still
+	// reported); otherwise such a call fails with ErrPromptDiffers.
+	ServeChangedPrompts bool
+	// OnDivergence is told about every call that is not in the recording
+	// or whose prompt differs.
+	OnDivergence func(Divergence)
+
+	calls  map[string]*recordedCall
+	mu     sync.Mutex
+	served int
+}
+
+type recordedCall struct {
+	messages []llm.Message // nil when the request was not recorded
+	baseURL  string
+	resp     catalog.ModelResponded
+	text     string
+}
+
+var _ llm.Completer = (*Recorded)(nil)
+
+// NewRecorded reads the model I/O of run runID from b (blobs included).
+func NewRecorded(ctx context.Context, b *bus.Bus, runID string) (*Recorded, error) {
+	evs, err := b.ReadRun(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("read model I/O of run %s: %w", runID, err)
+	}
+	return newRecorded(ctx, b, index(evs))
+}
+
+func newRecorded(ctx context.Context, b *bus.Bus, rec *recording) (*Recorded, error) {
+	r := &Recorded{calls: map[string]*recordedCall{}}
+	for id, c := range rec.calls {
+		if c.Response == nil {
+			continue
+		}
+		rc := &recordedCall{resp: *c.Response, text: c.Response.Text}
+		if c.Response.TextBlob != nil {
+			data, err := b.GetBlob(ctx, c.Response.TextBlob.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("recorded reply of %s: %w", id, err)
+			}
+			rc.text = string(data)
+		}
+		if q := c.Request; q != nil {
+			rc.baseURL = q.BaseURL
+			msgs := q.Messages
+			if q.MessagesBlob != nil {
+				data, err := b.GetBlob(ctx, q.MessagesBlob.Digest)
+				if err != nil {
+					return nil, fmt.Errorf("recorded prompt of %s: %w", id, err)
+				}
+				if err := json.Unmarshal(data, &msgs); err != nil {
+					return nil, fmt.Errorf("recorded prompt of %s: %w", id, err)
+				}
+			}
+			rc.messages = make([]llm.Message, len(msgs))
+			for i, m := range msgs {
+				rc.messages[i] = llm.Message{Role: string(m.Role), Content: m.Content}
+			}
+		}
+		r.calls[id] = rc
+	}
+	return r, nil
+}
+
+// Calls returns the number of recorded calls that can be served.
+func (r *Recorded) Calls() int { return len(r.calls) }
+
+// Served returns the number of calls answered so far.
+func (r *Recorded) Served() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.served
+}
+
+// Complete answers req from the recording.
+func (r *Recorded) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return llm.Response{}, err
+	}
+	c, ok := r.calls[req.CallID]
+	if !ok || req.CallID == "" {
+		d := Divergence{Step: req.Step, Kind: KindMissingCall, CallID: req.CallID,
+			Detail: fmt.Sprintf("the agent asked for model call %q (scope %s), which the recording does not have", req.CallID, req.Scope)}
+		r.diverge(d)
+		return llm.Response{}, fmt.Errorf("%w: %s", ErrNotRecorded, req.CallID)
+	}
+	if c.messages != nil {
+		if d, differs := comparePrompts(c.messages, req.Messages); differs {
+			d.Step, d.CallID = req.Step, req.CallID
+			r.diverge(d)
+			if !r.ServeChangedPrompts {
+				return llm.Response{}, fmt.Errorf("%w: %s: %s", ErrPromptDiffers, req.CallID, d.Detail)
+			}
+		}
+	}
+	resp := llm.Response{
+		Text: c.text, FinishReason: c.resp.FinishReason, Model: c.resp.Model, Attempts: 1,
+		Latency: time.Duration(c.resp.LatencyMS) * time.Millisecond,
+		Usage:   llm.Usage{Prompt: c.resp.Usage.Prompt, Completion: c.resp.Usage.Completion, Total: c.resp.Usage.Total},
+	}
+	if r.Recorder != nil {
+		cr := llm.CallRecord{CallID: req.CallID, RunID: req.RunID, Scope: req.Scope, Purpose: req.Purpose, CheckID: req.CheckID,
+			Step: req.Step, Round: req.Round, CauseID: req.CauseID, Model: req.Model, BaseURL: c.baseURL, Messages: req.Messages,
+			Temperature: req.Temperature, MaxTokens: req.MaxTokens, Attempt: 1}
+		r.Recorder.Requested(ctx, cr)
+		cr.HTTPStatus = c.resp.HTTPStatus
+		r.Recorder.Responded(ctx, cr, resp, nil)
+	}
+	r.mu.Lock()
+	r.served++
+	r.mu.Unlock()
+	return resp, nil
+}
+
+func (r *Recorded) diverge(d Divergence) {
+	if r.OnDivergence != nil {
+		r.OnDivergence(d)
+	}
+}
+
+// comparePrompts reports where got differs from the recorded prompt.
+func comparePrompts(want, got []llm.Message) (Divergence, bool) {
+	d := Divergence{Kind: KindPrompt}
+	for i := 0; i < max(len(want), len(got)); i++ {
+		switch {
+		case i >= len(got):
+			d.Detail = fmt.Sprintf("the prompt has %d messages, the recording %d", len(got), len(want))
+			d.Recorded = want[i].Content
+			return d, true
+		case i >= len(want):
+			d.Detail = fmt.Sprintf("the prompt has %d messages, the recording %d", len(got), len(want))
+			d.Replayed = got[i].Content
+			return d, true
+		case want[i].Role != got[i].Role:
+			d.Detail = fmt.Sprintf("message %d is from %s, recorded from %s", i+1, got[i].Role, want[i].Role)
+			return d, true
+		case want[i].Content != got[i].Content:
+			at := firstDiff(want[i].Content, got[i].Content)
+			d.Detail = fmt.Sprintf("message %d (%s) differs from byte %d on", i+1, got[i].Role, at)
+			d.Recorded, d.Replayed = around(want[i].Content, at), around(got[i].Content, at)
+			return d, true
+		}
+	}
+	return d, false
+}
+
+func firstDiff(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// around returns the text of s near byte at.
+func around(s string, at int) string {
+	from, to := max(0, at-40), min(len(s), at+80)
+	for from > 0 && from < len(s) && s[from]&0xC0 == 0x80 {
+		from--
+	}
+	for to < len(s) && s[to]&0xC0 == 0x80 {
+		to++
+	}
+	out := s[from:to]
+	if from > 0 {
+		out = "…" + out
+	}
+	if to < len(s) {
+		out += "…"
+	}
+	return out
+}

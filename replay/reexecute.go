@@ -1,0 +1,460 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vera-run/vera/agents"
+	"github.com/vera-run/vera/agents/ledger"
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/sandboxd"
+)
+
+// Kinds of Divergence.
+const (
+	// KindMissingCall: the run asked for a model call the recording lacks.
+	KindMissingCall = "missing_call"
+	// KindPrompt: a model call's prompt differs from the recorded one.
+	KindPrompt = "prompt"
+	// KindAction: a step differs from the recorded step (its action, its
+	// format error, or the policy's decision to run it).
+	KindAction = "action"
+	// KindToolResult: a command's result differs from the recorded one
+	// (exit code or output). It does not stop a run by itself: when it
+	// matters, the next prompt differs.
+	KindToolResult = "tool_result"
+	// KindEnd: the run ended otherwise (outcome, answer or step count).
+	KindEnd = "end"
+)
+
+// Divergence is one place where a re-execution departs from the recording.
+type Divergence struct {
+	Step      int    `json:"step"`
+	Kind      string `json:"kind"`
+	CallID    string `json:"call_id,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	Detail    string `json:"detail"`
+	Recorded  string `json:"recorded,omitempty"`
+	Replayed  string `json:"replayed,omitempty"`
+}
+
+// stops reports whether the divergence stops a run under StopOnDivergence.
+func (d Divergence) stops() bool { return d.Kind != KindToolResult }
+
+// ReexecuteOptions configure Reexecute.
+type ReexecuteOptions struct {
+	// NewRunID, WorkDir, Out, Dest and Save are as in ReverifyOptions.
+	NewRunID string
+	WorkDir  string
+	Out      string
+	Dest     *bus.Bus
+	Save     io.Writer
+	// Sandbox runs the commands (required when the recording has any).
+	Sandbox *Sandbox
+	// StopOnDivergence cancels the run at the first divergence (other than
+	// a tool result); otherwise the run goes on while the recording can
+	// answer its model calls (a changed prompt is answered with the
+	// recorded reply).
+	StopOnDivergence bool
+	// Window is the logic verifier's repetition window; 0: its default.
+	Window int
+	// Policy is the agent's base policy (the run's config overrides it),
+	// to test a policy change against a recording.
+	Policy *ledger.Policy
+	// Timeout bounds the run; default DefaultTimeout.
+	Timeout  time.Duration
+	Logger   *slog.Logger
+	Progress func(format string, args ...any)
+}
+
+// ReexecuteResult is the divergence report of a re-execution.
+type ReexecuteResult struct {
+	OriginalRun   string         `json:"original_run"`
+	NewRun        string         `json:"new_run"`
+	WorkDir       string         `json:"work_dir"`
+	RecordedSteps int            `json:"recorded_steps"`
+	Steps         int            `json:"steps"`
+	Served        int            `json:"model_calls_served"`
+	Events        int            `json:"events"`
+	Divergences   []Divergence   `json:"divergences"`
+	Stopped       string         `json:"stopped,omitempty"`
+	RecordedEnd   *RunEnd        `json:"recorded_end,omitempty"`
+	End           *RunEnd        `json:"end,omitempty"`
+	Incomplete    []string       `json:"incomplete,omitempty"`
+	Copied        bool           `json:"copied_to_bus"`
+	Files         *RebuildResult `json:"files,omitempty"`
+}
+
+// Diverged reports whether the re-execution departed from the recording.
+func (r *ReexecuteResult) Diverged() bool { return len(r.Divergences) > 0 }
+
+// Reexecute runs the agent again on the recorded task of run runID of src,
+// model replies served from the recording and commands really executed,
+// and reports where the new run diverges from the recording; see the
+// package documentation.
+func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOptions) (*ReexecuteResult, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	if err := checkRun(ctx, src, runID); err != nil {
+		return nil, err
+	}
+	evs, err := src.ReadRun(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	rec := index(evs)
+	if rec.submitted == nil {
+		return nil, fmt.Errorf("run %s has no vera.task.submitted: nothing to re-execute", runID)
+	}
+	agentCommands := 0
+	for _, r := range rec.requests {
+		if r.Requester == catalog.RequesterAgent {
+			agentCommands++
+		}
+	}
+	if agentCommands > 0 && opts.Sandbox == nil {
+		return nil, fmt.Errorf("run %s ran %d command(s): re-executing it needs the sandbox (Docker and the sandbox image)", runID, agentCommands)
+	}
+	res := &ReexecuteResult{OriginalRun: runID, NewRun: opts.NewRunID, RecordedSteps: len(rec.steps), RecordedEnd: recordedEnd(rec)}
+	if res.NewRun == "" {
+		res.NewRun = NewRunID()
+	}
+	if err := bus.ValidateRunID(res.NewRun); err != nil {
+		return nil, err
+	}
+	if res.WorkDir, err = workDir(opts.WorkDir, opts.Out, res.NewRun); err != nil {
+		return nil, err
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+
+	e, err := newEnv(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+
+	var mu sync.Mutex
+	var divs []Divergence
+	addDiv := func(d Divergence) {
+		mu.Lock()
+		divs = append(divs, d)
+		mu.Unlock()
+		log.Info("replay: divergence", "run", res.NewRun, "step", d.Step, "kind", d.Kind, "detail", d.Detail)
+		progress("divergence at step %d (%s): %s", d.Step, d.Kind, d.Detail)
+	}
+	base, err := newRecorded(ctx, src, rec)
+	if err != nil {
+		return nil, err
+	}
+	base.ServeChangedPrompts = !opts.StopOnDivergence
+	base.OnDivergence = addDiv
+	served := func() int { return 0 }
+	recordedFor := func(b *bus.Bus) *Recorded {
+		r := &Recorded{Recorder: llmbus.New(b, llmbus.Options{Logger: log}), ServeChangedPrompts: base.ServeChangedPrompts,
+			OnDivergence: base.OnDivergence, calls: base.calls}
+		prev := served
+		served = func() int { return prev() + r.Served() }
+		return r
+	}
+
+	if err := e.startFiles(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.startLogic(ctx, opts.Window); err != nil {
+		return nil, err
+	}
+	dvBus, err := e.connect(ctx, catalog.ComponentDeepVerify)
+	if err != nil {
+		return nil, err
+	}
+	dvModel := recordedFor(dvBus)
+	if err := e.startAuditor(ctx, func(catalog.ModelConfig) (llm.Completer, error) { return dvModel, nil }, nil); err != nil {
+		return nil, err
+	}
+	if opts.Sandbox != nil {
+		if err := e.startSandbox(ctx, opts.Sandbox); err != nil {
+			return nil, err
+		}
+	}
+	agentBus, err := e.connect(ctx, catalog.ComponentAgent)
+	if err != nil {
+		return nil, err
+	}
+	agentModel := recordedFor(agentBus)
+	a := &agents.Agent{Bus: agentBus, ID: "replay", Version: "replay", Logger: log,
+		Models: func(catalog.ModelConfig) (llm.Completer, error) { return agentModel, nil }}
+	if opts.Policy != nil {
+		a.Policy = *opts.Policy
+	}
+	e.group.Go("agent", a.Run)
+
+	task := *rec.submitted
+	task.WorkDir = res.WorkDir
+	task.SubmittedBy = "replay"
+	task.Labels = maps.Clone(task.Labels)
+	if task.Labels == nil {
+		task.Labels = map[string]string{}
+	}
+	task.Labels[LabelReplayOf], task.Labels[LabelReplayMode] = runID, "reexecute"
+	ev, err := e.bus.Events.New(res.NewRun, task)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.bus.Publish(ctx, ev); err != nil {
+		return nil, fmt.Errorf("submit replay run: %w", err)
+	}
+	progress("re-executing run %s as %s (%d recorded steps, %d model calls recorded)", runID, res.NewRun, len(rec.steps), base.Calls())
+
+	// Watch the new run and compare it with the recording as it goes.
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	requests := map[string]catalog.ToolRequested{}
+	seen := 0 // divergences already acted on
+	ended := false
+	for r, err := range e.bus.Read(wctx, bus.ReadOptions{RunID: res.NewRun, Follow: true}) {
+		if err != nil {
+			return nil, err
+		}
+		if r.Err != nil {
+			continue
+		}
+		p, err := catalog.Decode(r.Event.Type, r.Event.Data)
+		if err != nil {
+			continue
+		}
+		switch d := p.(type) {
+		case *catalog.AgentStep:
+			res.Steps = max(res.Steps, d.Step)
+			progress("step %d: %s", d.Step, clip(oneLine(stepText(*d)), 80))
+			if want, ok := rec.stepByN[d.Step]; !ok {
+				addDiv(Divergence{Step: d.Step, Kind: KindAction, Detail: "the recording has no such step", Replayed: stepText(*d)})
+			} else if diff := compareSteps(want, *d); diff != "" {
+				addDiv(Divergence{Step: d.Step, Kind: KindAction, Detail: diff, Recorded: stepText(want), Replayed: stepText(*d)})
+			}
+		case *catalog.ToolRequested:
+			requests[d.RequestID] = *d
+		case *catalog.ToolFinished:
+			if d.Requester != catalog.RequesterAgent {
+				break
+			}
+			if want, ok := rec.results[d.RequestID]; ok {
+				if diff := compareResults(want, *d); diff != "" {
+					addDiv(Divergence{Step: requests[d.RequestID].Step, Kind: KindToolResult, RequestID: d.RequestID, Detail: diff,
+						Recorded: resultText(want), Replayed: resultText(*d)})
+				}
+			}
+		case *catalog.RunFinished:
+			res.End = &RunEnd{Outcome: d.Outcome, Answer: d.Answer, Reason: d.Reason, Steps: d.Steps}
+			ended = true
+		case *catalog.RunCancelled:
+			res.End = &RunEnd{Cancelled: true, Reason: d.Reason, Steps: res.Steps}
+			ended = true
+		}
+		if ended {
+			break
+		}
+		if opts.StopOnDivergence {
+			mu.Lock()
+			var first *Divergence
+			for i := seen; i < len(divs); i++ {
+				if divs[i].stops() {
+					first = &divs[i]
+					break
+				}
+			}
+			seen = len(divs)
+			mu.Unlock()
+			if first != nil && res.Stopped == "" {
+				res.Stopped = fmt.Sprintf("at step %d: %s", first.Step, first.Detail)
+				c, err := e.bus.Events.New(res.NewRun, catalog.RunCancelled{RequestedBy: "replay", Reason: "re-execution diverged from run " + runID + " " + res.Stopped})
+				if err != nil {
+					return nil, err
+				}
+				if _, err := e.bus.Publish(ctx, c); err != nil {
+					return nil, fmt.Errorf("cancel replay run: %w", err)
+				}
+			}
+		}
+	}
+	if !ended {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		res.Incomplete = append(res.Incomplete, fmt.Sprintf("the run did not end within %s", timeout))
+	}
+	// Let sandboxd remove the run's containers before stopping it.
+	if opts.Sandbox != nil && ended {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if ok, err := drained(ctx, e.bus, sandboxd.ConsumerControl); err != nil || ok {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	e.group.Stop()
+	if ended && res.Stopped == "" && res.End != nil && !res.End.Cancelled {
+		if diff := compareEnds(res.RecordedEnd, res.End); diff != "" {
+			addDiv(Divergence{Step: res.End.Steps, Kind: KindEnd, Detail: diff, Recorded: endText(res.RecordedEnd), Replayed: endText(res.End)})
+		}
+	}
+	mu.Lock()
+	res.Divergences = slices.Clone(divs)
+	mu.Unlock()
+	if res.Divergences == nil {
+		res.Divergences = []Divergence{}
+	}
+	res.Served = served()
+	after, err := e.bus.ReadRun(ctx, res.NewRun)
+	if err != nil {
+		return nil, err
+	}
+	res.Events = len(after)
+
+	if opts.Out != "" {
+		fr, err := Rebuild(ctx, e.bus, res.NewRun, opts.Out, RebuildOptions{Force: true, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		res.Files = &fr
+	}
+	if opts.Save != nil {
+		if _, err := e.bus.Export(ctx, opts.Save, bus.ExportOptions{RunID: res.NewRun}); err != nil {
+			return nil, fmt.Errorf("save replay run: %w", err)
+		}
+	}
+	if opts.Dest != nil {
+		progress("storing replay run %s on the bus", res.NewRun)
+		if _, err := transfer(ctx, e.bus, res.NewRun, opts.Dest); err != nil {
+			return nil, err
+		}
+		res.Copied = true
+	}
+	return res, nil
+}
+
+func recordedEnd(rec *recording) *RunEnd {
+	switch {
+	case rec.finished != nil:
+		f := rec.finished
+		return &RunEnd{Outcome: f.Outcome, Answer: f.Answer, Reason: f.Reason, Steps: f.Steps}
+	case rec.cancelled != nil:
+		return &RunEnd{Cancelled: true, Reason: rec.cancelled.Reason, Steps: len(rec.steps)}
+	}
+	return nil
+}
+
+// compareSteps names what differs between a recorded step and its
+// re-execution; "" when nothing that decides the run does.
+func compareSteps(want, got catalog.AgentStep) string {
+	var diffs []string
+	if want.FormatError != got.FormatError {
+		diffs = append(diffs, "format error")
+	}
+	if want.ActionTool != got.ActionTool {
+		diffs = append(diffs, "tool")
+	}
+	if want.Command != got.Command {
+		diffs = append(diffs, "command")
+	}
+	if want.NotesText != got.NotesText {
+		diffs = append(diffs, "notes text")
+	}
+	if want.Answer != got.Answer {
+		diffs = append(diffs, "answer")
+	}
+	if (want.RequestID == "") != (got.RequestID == "") {
+		diffs = append(diffs, "policy gate (run or refused)")
+	}
+	if !slices.Equal(want.EvidenceUsed, got.EvidenceUsed) {
+		diffs = append(diffs, "evidence used")
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return strings.Join(diffs, ", ") + " differ"
+}
+
+func stepText(st catalog.AgentStep) string {
+	if st.FormatError != "" {
+		return "(format error: " + st.FormatError + ")"
+	}
+	s := displayAction(st)
+	if st.ActionTool == catalog.ActionNotesAppend {
+		s += ": " + st.NotesText
+	}
+	if st.ActionTool == catalog.ActionShell && st.RequestID == "" {
+		s += " (refused by the policy layer)"
+	}
+	return s
+}
+
+func compareResults(want, got catalog.ToolFinished) string {
+	var diffs []string
+	if want.ExitCode != got.ExitCode {
+		diffs = append(diffs, fmt.Sprintf("exit code %d, recorded %d", got.ExitCode, want.ExitCode))
+	}
+	if want.Denied != got.Denied || want.TimedOut != got.TimedOut {
+		diffs = append(diffs, "denied/timed out")
+	}
+	if want.Stdout.Head != got.Stdout.Head || want.Stdout.Bytes != got.Stdout.Bytes {
+		diffs = append(diffs, "stdout")
+	}
+	if want.Stderr.Head != got.Stderr.Head || want.Stderr.Bytes != got.Stderr.Bytes {
+		diffs = append(diffs, "stderr")
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "command result differs: " + strings.Join(diffs, ", ")
+}
+
+func resultText(f catalog.ToolFinished) string {
+	out := f.Stdout.Head
+	if strings.TrimSpace(out) == "" {
+		out = f.Stderr.Head
+	}
+	return fmt.Sprintf("exit %d: %s", f.ExitCode, out)
+}
+
+func compareEnds(want, got *RunEnd) string {
+	switch {
+	case want == nil:
+		return "the recorded run never ended; the re-execution did"
+	case want.Cancelled:
+		return "the recorded run was cancelled; the re-execution ended " + string(got.Outcome)
+	}
+	var diffs []string
+	if want.Outcome != got.Outcome {
+		diffs = append(diffs, "outcome")
+	}
+	if want.Answer != got.Answer {
+		diffs = append(diffs, "answer")
+	}
+	if want.Steps != got.Steps {
+		diffs = append(diffs, "steps")
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "the run ended otherwise: " + strings.Join(diffs, ", ") + " differ"
+}
