@@ -127,8 +127,12 @@ func (h *harness) submit(runID string, cfg catalog.RunConfig) {
 	if cfg.Task == "" {
 		cfg.Task = "Find the answer and cite it."
 	}
-	cfg.WorkDir = "/tmp/work"
-	cfg.Model = catalog.ModelConfig{BaseURL: h.model.URL(), Name: "scripted"}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = "/tmp/work"
+	}
+	if cfg.Model.BaseURL == "" {
+		cfg.Model = catalog.ModelConfig{BaseURL: h.model.URL(), Name: "scripted"}
+	}
 	ev, err := h.bus.Events.New(runID, catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: "test"})
 	if err != nil {
 		h.t.Fatal(err)
