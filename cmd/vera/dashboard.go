@@ -113,3 +113,26 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 	f.BoolVar(&noMetrics, "no-metrics", false, "do not fold the stream into the metrics panel")
 	return cmd
 }
+
+// dashboardRunFlags are the settings of runs started from the dashboard
+// that `vera up` serves.
+type dashboardRunFlags struct {
+	model    modelFlags
+	maxSteps int
+	auditor  bool
+}
+
+func (f *dashboardRunFlags) register(cmd *cobra.Command) {
+	f.model.register(cmd, "", "agent model of runs started from the dashboard")
+	cmd.Flags().IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of runs started from the dashboard; 0 = unlimited (env MAX_STEPS)")
+	cmd.Flags().BoolVar(&f.auditor, "auditor", false, "audit the answers of runs started from the dashboard with the DeepVerifier auditor")
+}
+
+func (f *dashboardRunFlags) template() catalog.RunConfig {
+	return catalog.RunConfig{
+		Model:    catalog.ModelConfig{BaseURL: f.model.baseURL, Name: f.model.model, APIKeyEnv: f.model.apiKeyEnv},
+		MaxSteps: f.maxSteps,
+		Auditor:  catalog.AuditorConfig{Enabled: f.auditor},
+		Sandbox:  catalog.SandboxConfig{Network: true},
+	}
+}

@@ -207,3 +207,10 @@ func (p *progress) done() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 }
+
+// clear erases the status line so that a normal line can be printed.
+func (p *progress) clear() {
+	if p.on && !p.last.IsZero() {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

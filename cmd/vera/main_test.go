@@ -88,7 +88,7 @@ func TestUpAndTailShowAPlainClientEvent(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 
 	tailOut, tailErr, stopTail := start(t, "events", "tail", "--nats-url", url)
@@ -275,7 +275,7 @@ func TestSIGTERMStopsUpGracefully(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	addr := bustest.FreeAddr(t)
-	cmd := exec.Command(bin, "up", "--data-dir", t.TempDir(), "--nats-listen", addr)
+	cmd := exec.Command(bin, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "NATS_URL=")
 	var out, errb syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

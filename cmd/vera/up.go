@@ -1,12 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +14,8 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/bus/embedded"
+	"github.com/vera-run/vera/projector"
+	"github.com/vera-run/vera/projector/dashboard"
 )
 
 // defaultDataDir is $VERA_DATA_DIR, else $XDG_DATA_HOME/vera, else
@@ -31,19 +33,34 @@ func defaultDataDir() string {
 	return ".vera"
 }
 
+// defaultHTTPListen is where `vera up` serves the dashboard and /metrics.
+const defaultHTTPListen = "127.0.0.1:8844"
+
 func newUpCmd(g *globals) *cobra.Command {
-	var dataDir, listen string
+	var dataDir, natsListen string
 	var sf sandboxFlags
 	var vf verifierFlags
-	var noSandbox, noVerifiers bool
+	var af agentFlags
+	var noSandbox, noVerifiers, noAgent, noProjector bool
+	var httpListen string
+	var dm dashboardRunFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run VERA in one process: embedded NATS with JetStream plus the components",
 		Long: `Start VERA's embedded dev mode: a NATS server with JetStream runs inside
 this process (file store under --data-dir, fsync on every write), listening on
---nats-listen so that any NATS client can subscribe to vera.run.>. The
-components that exist join it in the same process; VERA's streams (VERA,
-VERA_DLQ and the object store VERA_BLOBS) are created if missing.
+--nats-listen so that any NATS client can subscribe to vera.run.>, and
+every component joins it in the same process, each on its own connection:
+
+  sandboxd    Docker containers of the runs, shell commands (--no-sandboxd)
+  agent       the research agent (--no-agent)
+  verifiers   logic verifier, VerifyFast, DeepVerifier auditor (--no-verifiers)
+  projector   each run's notes.md, ledgers, trace.jsonl and logs in its work
+              dir (--no-projector)
+  http        the dashboard and Prometheus /metrics on --http-listen
+
+VERA's streams (VERA, VERA_DLQ and the object store VERA_BLOBS) are created
+if missing. Submit work with 'vera run --nats-url ...' or from the dashboard.
 
 With --nats-url (or NATS_URL) set, no server is started: the components run
 against that server instead (see docs/deploy.md for a cluster).
@@ -67,7 +84,7 @@ down.`,
 			url := g.natsURL
 			var srv *embedded.Server
 			if !external {
-				srv, err = embedded.Start(embedded.Options{DataDir: filepath.Join(dataDir, "nats"), Listen: listen, ServerName: "vera", Logger: log})
+				srv, err = embedded.Start(embedded.Options{DataDir: filepath.Join(dataDir, "nats"), Listen: natsListen, ServerName: "vera", Logger: log})
 				if err != nil {
 					return err
 				}
@@ -92,55 +109,66 @@ down.`,
 			fmt.Fprintf(w, "  streams: %s (vera.run.>), %s (vera.dlq.>), object store %s\n", bus.StreamName, bus.DeadLetterStream, bus.BlobBucket)
 			fmt.Fprintf(w, "  watch:   vera events tail --nats-url %s\n", url)
 			fmt.Fprintf(w, "  or:      nats sub --server %s 'vera.run.>'\n", url)
-			var components []string
-			var comps sync.WaitGroup
-			done := make(chan error, 1)
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			s := newStack(g, url, log)
 			if !noSandbox {
-				components = append(components, "sandboxd")
-				go func() {
-					sb, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: catalog.ComponentSandboxd, Logger: log, Replicas: g.replicas})
-					if err != nil {
-						done <- err
-						return
-					}
-					defer sb.Close()
-					done <- runSandboxd(ctx, sb, sf.config(dataDir, g), log)
-				}()
-			} else {
-				close(done)
+				s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
+					return runSandboxd(ctx, b, sf.config(dataDir, g), log)
+				})
+			}
+			if !noAgent {
+				s.add(cctx, "agent", "agents", func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, af, log) })
 			}
 			if !noVerifiers {
-				components = append(components, "verifiers (logic, verifyfast, deepverify)")
-				comps.Add(1)
-				go func() {
-					defer comps.Done()
-					if err := runVerifiers(ctx, g, url, vf, log); err != nil {
-						log.Error("verifiers stopped", "err", err)
-					}
-				}()
+				s.addFunc(cctx, "verifiers (logic, verifyfast, deepverify)", func(ctx context.Context) error { return runVerifiers(ctx, g, url, vf, log) })
 			}
-
-			fmt.Fprintf(w, "  components: %s (the agent and the dashboard join as they are built)\n", strings.Join(components, ", "))
+			if !noProjector {
+				s.add(cctx, "projector (run files)", "projector", func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
+			}
+			if httpListen != "" {
+				ln, err := listen(httpListen, "--http-listen")
+				if err != nil {
+					cancel()
+					s.wait()
+					return err
+				}
+				m := projector.NewMetrics(b, log)
+				d, err := dashboard.New(dashboard.Options{Bus: b, Metrics: m, DataDir: dataDir, Template: dm.template(), Logger: log})
+				if err != nil {
+					ln.Close()
+					cancel()
+					s.wait()
+					return err
+				}
+				s.addFunc(cctx, "metrics", func(ctx context.Context) error { return runMetrics(ctx, m) })
+				s.addFunc(cctx, "dashboard", func(ctx context.Context) error { return d.Serve(ctx, ln) })
+				fmt.Fprintf(w, "  dashboard: http://%s/#token=%s\n", ln.Addr(), d.Token())
+				fmt.Fprintf(w, "             (changes need the token; it is also in %s)\n", d.TokenFile())
+				fmt.Fprintf(w, "  metrics:   http://%s/metrics\n", ln.Addr())
+			}
+			fmt.Fprintf(w, "  components: %s\n", strings.Join(s.components(), ", "))
 			fmt.Fprintln(w, "Press Ctrl-C to stop.")
 
-			<-ctx.Done()
-			if err := <-done; err != nil {
-				log.Warn("sandboxd stopped with an error", "err", err)
-			}
-			comps.Wait()
+			err = s.until(ctx, cancel)
 			log.Info("shutting down")
-			if err := b.Close(); err != nil && !errors.Is(err, bus.ErrNoServer) {
-				log.Warn("close bus", "err", err)
+			if cerr := b.Close(); cerr != nil && !errors.Is(cerr, bus.ErrNoServer) {
+				log.Warn("close bus", "err", cerr)
 			}
-			return nil
+			return err
 		},
 	}
 	sf.register(cmd)
 	vf.register(cmd)
 	cmd.Flags().BoolVar(&noSandbox, "no-sandboxd", false, "do not run the sandbox daemon in this process")
 	cmd.Flags().BoolVar(&noVerifiers, "no-verifiers", false, "do not run the verifiers in this process")
+	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "do not run the agent in this process")
+	cmd.Flags().BoolVar(&noProjector, "no-projector", false, "do not write the runs' files (notes.md, ledgers, trace.jsonl...) from this process")
+	cmd.Flags().StringVar(&httpListen, "http-listen", envOr("VERA_HTTP_LISTEN", defaultHTTPListen), "address of the dashboard and /metrics; port 0 picks a free one, empty = none (env VERA_HTTP_LISTEN)")
+	af.register(cmd)
+	dm.register(cmd)
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where VERA keeps its data; the JetStream store is DIR/nats (env VERA_DATA_DIR)")
-	cmd.Flags().StringVar(&listen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
+	cmd.Flags().StringVar(&natsListen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
 	return cmd
 }
 

@@ -17,7 +17,7 @@ func TestUpRunsTheLogicVerifier(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--no-sandboxd", "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 	if !strings.Contains(upOut.String(), "verifiers (logic, verifyfast, deepverify)") {
 		t.Fatalf("banner: %s", upOut.String())
@@ -64,7 +64,7 @@ func TestUpRunsVerifyFastOnFinalAnswers(t *testing.T) {
 	))
 	t.Setenv("NATS_URL", "")
 	addr := bustest.FreeAddr(t)
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--no-sandboxd", "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 	b := bustest.Connect(t, "nats://"+addr, bus.Options{Source: catalog.ComponentAgent})
 	ctx := context.Background()

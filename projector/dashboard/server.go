@@ -262,6 +262,9 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("POST /api/runs/{id}/cancel", s.mutating(s.handleCancel))
 		mux.HandleFunc("GET /api/metrics", s.handleMetrics)
 		mux.HandleFunc("GET /api/blobs/{digest}", s.handleBlob)
+		if s.opts.Metrics != nil {
+			mux.Handle("GET /metrics", s.opts.Metrics.Handler()) // Prometheus
+		}
 		s.handler = s.guard(mux)
 	})
 	return s.handler

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/agents"
+	"github.com/vera-run/vera/agents/ledger"
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
+)
+
+func init() { register(newAgentCmd) }
+
+// agentFlags configure the agent consumer.
+type agentFlags struct {
+	id          string
+	concurrency int
+}
+
+func (f *agentFlags) register(cmd *cobra.Command) {
+	host, _ := os.Hostname()
+	cmd.Flags().StringVar(&f.id, "agent-id", envOr("VERA_AGENT_ID", fmt.Sprintf("agent@%s:%d", host, os.Getpid())),
+		"instance id of this agent worker, recorded in vera.run.started (env VERA_AGENT_ID)")
+	cmd.Flags().IntVar(&f.concurrency, "agent-concurrency", envInt("VERA_AGENT_CONCURRENCY", 4), "runs the agent advances at once (env VERA_AGENT_CONCURRENCY)")
+}
+
+// runAgent runs the agent consumer on b until ctx ends. Each run's model
+// comes from its configuration; every call is recorded on the run.
+func runAgent(ctx context.Context, b *bus.Bus, f agentFlags, log *slog.Logger) error {
+	rec := llmbus.New(b, llmbus.Options{Logger: log})
+	var mu sync.Mutex
+	var clients []*llm.Client
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	a := &agents.Agent{
+		Bus:         b,
+		ID:          f.id,
+		Version:     version,
+		Logger:      log,
+		Policy:      ledger.DefaultPolicy(),
+		Concurrency: f.concurrency,
+		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
+			cfg := llmbus.Config(mc)
+			cfg.Recorder, cfg.Logger = rec, log
+			c, err := llm.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			clients = append(clients, c)
+			mu.Unlock()
+			return c, nil
+		},
+	}
+	return a.Run(ctx)
+}
+
+func newAgentCmd(g *globals) *cobra.Command {
+	var f agentFlags
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the VERA research agent alone, as a consumer of the bus",
+		Long: `Run the research agent as an independent consumer of the bus, for a
+distributed deployment: it reads vera.task.submitted, vera.tool.finished,
+vera.logic.verdict and vera.audit.feedback and writes the run's steps, model
+I/O, tool requests, notes, evidence, ledger and policy events. It never calls
+the sandbox or a verifier: sandboxd and the verifiers must run somewhere on
+the same bus (vera sandboxd, vera verifierd, or vera up).
+
+Several agents may run at once: they share the durable consumer "agent", and
+every decision is fenced on the run's stream, so only one acts for a run.
+Kill one (even with kill -9) and another, or a restarted one, goes on from
+the stream without repeating a model call or a tool request.
+
+Each run's model (base URL, name, the NAME of the API key variable) comes
+from its task; the key itself is read from this process's environment.`,
+		Example: `  vera agent --nats-url nats://127.0.0.1:4222
+  OPENAI_API_KEY=... vera agent --nats-url nats://nats.internal:4222 --agent-id agent-2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.concurrency < 1 {
+				return usageError{fmt.Errorf("--agent-concurrency must be at least 1, got %d", f.concurrency)}
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			b, err := g.connect(cmd.Context(), "agents", false, log)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			log.Info("agent consuming", "url", g.natsURL, "agent_id", f.id)
+			fmt.Fprintf(g.stderr, "vera agent %s consuming on %s (Ctrl-C to stop)\n", f.id, g.natsURL)
+			return runAgent(cmd.Context(), b, f, log)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}

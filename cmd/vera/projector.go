@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/projector"
+)
+
+func init() { register(newProjectorCmd) }
+
+// defaultMetricsListen is where /metrics is served when no dashboard does.
+const defaultMetricsListen = "127.0.0.1:9464"
+
+// runProjectorFiles runs the file projector (each run's notes.md, ledgers,
+// trace.jsonl and logs in its work dir) on b until ctx ends.
+func runProjectorFiles(ctx context.Context, b *bus.Bus, log *slog.Logger) error {
+	return (&projector.Files{Bus: b, Logger: log}).Run(ctx)
+}
+
+// runMetrics folds the stream into m and samples the bus health until ctx
+// ends.
+func runMetrics(ctx context.Context, m *projector.Metrics) error {
+	errs := make(chan error, 1)
+	go func() { errs <- m.RunHealth(ctx, 15*time.Second) }()
+	err := m.Run(ctx)
+	return errors.Join(err, <-errs)
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts down gracefully.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Serve(ln) }()
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", "addr", ln.Addr().String(), "err", err)
+		srv.Close()
+	}
+	if err := <-errs; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// listen opens addr with an error that says what to do when it is taken.
+func listen(addr, flag string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w (pick another address with %s, or port 0 for a free one)", addr, err, flag)
+	}
+	return ln, nil
+}
+
+func newProjectorCmd(g *globals) *cobra.Command {
+	var metricsListen string
+	var noFiles bool
+	cmd := &cobra.Command{
+		Use:   "projector",
+		Short: "Run the projectors alone: each run's files and the Prometheus /metrics",
+		Long: `Run VERA's read models as consumers of the bus, for a distributed
+deployment:
+
+  files    each run's notes.md, evidence.jsonl, move_ledger.jsonl,
+           query_ledger.jsonl, trace.jsonl, container.log,
+           container_events.log and session.log, written into the run's
+           work dir (this process must see the work dirs at the paths the
+           tasks name), crash-safe and idempotent (durable consumer
+           "projector-files");
+  metrics  every dra_* metric of the VERA spec, folded from the whole stream
+           at start (so a restart gives the same values), plus the bus's
+           health (consumer lag, redeliveries, dead letters), served at
+           http://<metrics-listen>/metrics.`,
+		Example: `  vera projector --nats-url nats://127.0.0.1:4222
+  vera projector --metrics-listen 0.0.0.0:9464 --no-files`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			b, err := g.connect(ctx, "projector", false, log)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			s := newStack(g, g.natsURL, log)
+			if !noFiles {
+				s.add(ctx, "projector files", "projector", func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
+			}
+			if metricsListen != "" {
+				ln, err := listen(metricsListen, "--metrics-listen")
+				if err != nil {
+					return err
+				}
+				m := projector.NewMetrics(b, log)
+				s.addFunc(ctx, "metrics", func(ctx context.Context) error { return runMetrics(ctx, m) })
+				s.addFunc(ctx, "metrics http", func(ctx context.Context) error {
+					mux := http.NewServeMux()
+					mux.Handle("/metrics", m.Handler())
+					return serveHTTP(ctx, ln, mux, log)
+				})
+				fmt.Fprintf(g.stderr, "vera projector: metrics at http://%s/metrics\n", ln.Addr())
+			}
+			return s.until(ctx, cancel)
+		},
+	}
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", envOr("VERA_METRICS_LISTEN", defaultMetricsListen), "address of the Prometheus /metrics endpoint; empty = none (env VERA_METRICS_LISTEN)")
+	cmd.Flags().BoolVar(&noFiles, "no-files", false, "do not write the runs' files (metrics only)")
+	return cmd
+}

@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/bus/embedded"
+	"github.com/vera-run/vera/internal/eventfmt"
+	"github.com/vera-run/vera/projector"
+)
+
+func init() { register(newRunCmd) }
+
+// Exit codes of `vera run`, besides exitOK (RESOLVED), exitFailure (VERA
+// itself failed: no bus, a component stopped) and exitUsage.
+const (
+	exitUnresolved = 3 // the run ended UNRESOLVED(reason): budget, negative claim, auditor...
+	exitRunFailed  = 4 // the run ended FAILED (the model kept failing...)
+	exitCancelled  = 5 // the run was cancelled (Ctrl-C here, or by someone else)
+)
+
+// runFlags are the settings of one `vera run`.
+type runFlags struct {
+	task, taskFile      string
+	workDir, inputDir   string
+	model               catalog.ModelConfig
+	maxSteps            int
+	noNetwork           bool
+	toolTimeout         time.Duration
+	auditor             bool
+	auditorRounds       int
+	auditorModel        catalog.ModelConfig
+	verifyFast          bool
+	verifyFastProfile   string
+	notesInterval       int
+	stagnationLimit     int
+	failureEscalation   int
+	runID               string
+	jsonOut             bool
+	dataDir, natsListen string
+	labels              map[string]string
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.task, "task", "", "the task, as text (or --task-file)")
+	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file; - reads standard input")
+	fl.StringVar(&f.workDir, "work-dir", "", "host directory mounted read-write at /work; the run's files (notes.md, trace.jsonl...) are written there (required; created if missing)")
+	fl.StringVar(&f.inputDir, "input-dir", "", "host directory mounted read-only at /input")
+	fl.StringVar(&f.model.BaseURL, "model-base-url", os.Getenv("VERA_MODEL_BASE_URL"), "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:1234 (/v1 is added) (env VERA_MODEL_BASE_URL)")
+	fl.StringVar(&f.model.Name, "model", os.Getenv("VERA_MODEL"), "model name (env VERA_MODEL)")
+	fl.StringVar(&f.model.APIKeyEnv, "api-key-env", os.Getenv("VERA_API_KEY_ENV"), "NAME of the environment variable holding the API key (the key is never put in events); empty = no key (env VERA_API_KEY_ENV)")
+	fl.IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of the agent; 0 = unlimited (env MAX_STEPS)")
+	fl.BoolVar(&f.noNetwork, "no-network", false, "cut the sandbox off the network (by default it can reach the web with curl/wget)")
+	fl.DurationVar(&f.toolTimeout, "command-timeout", 0, "timeout of one shell command of the agent (default 15m)")
+	fl.BoolVar(&f.auditor, "auditor", false, "audit candidate answers with the DeepVerifier auditor before the run may finish RESOLVED")
+	fl.IntVar(&f.auditorRounds, "auditor-rounds", 0, "audit rounds allowed (default 3)")
+	fl.StringVar(&f.auditorModel.BaseURL, "auditor-model-base-url", "", "the auditor's model server (default: the agent's)")
+	fl.StringVar(&f.auditorModel.Name, "auditor-model", "", "the auditor's model (default: the agent's)")
+	fl.BoolVar(&f.verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
+	fl.StringVar(&f.verifyFastProfile, "verifyfast-profile", "", "VerifyFast profile (see vera verifyfast --help)")
+	fl.IntVar(&f.notesInterval, "notes-interval", envInt("NOTES_UPDATE_INTERVAL", 0), "steps between required notes appends (default 3) (env NOTES_UPDATE_INTERVAL)")
+	fl.IntVar(&f.stagnationLimit, "stagnation-limit", envInt("STAGNATION_LIMIT", 0), "UNRESOLVED turns without new evidence before a tool is forced (env STAGNATION_LIMIT)")
+	fl.IntVar(&f.failureEscalation, "failure-escalation-limit", envInt("FAILURE_ESCALATION_LIMIT", 0), "repeats of one failure before escalation (env FAILURE_ESCALATION_LIMIT)")
+	fl.StringVar(&f.runID, "run-id", "", "id of the new run (default: a fresh ULID)")
+	fl.StringToStringVar(&f.labels, "label", nil, "labels of the run for dashboards and tools, k=v (repeatable)")
+	fl.BoolVar(&f.jsonOut, "json", false, "print every event of the run as one JSON line instead of the readable view")
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "without --nats-url: where the embedded bus keeps its store, DIR/nats (env VERA_DATA_DIR)")
+	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "without --nats-url: address of the embedded NATS server (port 0 = a free one)")
+}
+
+// config turns the flags into the run's configuration.
+func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
+	task := f.task
+	switch {
+	case task != "" && f.taskFile != "":
+		return catalog.RunConfig{}, errors.New("give the task with --task or --task-file, not both")
+	case f.taskFile == "-":
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return catalog.RunConfig{}, fmt.Errorf("read the task from standard input: %w", err)
+		}
+		task = string(b)
+	case f.taskFile != "":
+		b, err := os.ReadFile(f.taskFile)
+		if err != nil {
+			return catalog.RunConfig{}, fmt.Errorf("read the task: %w", err)
+		}
+		task = string(b)
+	}
+	task = strings.TrimSpace(task)
+	if task == "" {
+		return catalog.RunConfig{}, errors.New("no task: give --task TEXT or --task-file FILE")
+	}
+	if f.workDir == "" {
+		return catalog.RunConfig{}, errors.New("--work-dir is required (the run's /work and where its files go)")
+	}
+	if f.model.BaseURL == "" || f.model.Name == "" {
+		return catalog.RunConfig{}, errors.New("--model-base-url and --model are required (or VERA_MODEL_BASE_URL and VERA_MODEL)")
+	}
+	if f.maxSteps < 0 {
+		return catalog.RunConfig{}, fmt.Errorf("--max-steps must be 0 (unlimited) or more, got %d", f.maxSteps)
+	}
+	if f.runID != "" {
+		if _, err := bus.Subject(f.runID, catalog.TypeTaskSubmitted); err != nil {
+			return catalog.RunConfig{}, fmt.Errorf("--run-id: %w", err)
+		}
+	}
+	work, err := filepath.Abs(f.workDir)
+	if err != nil {
+		return catalog.RunConfig{}, fmt.Errorf("--work-dir: %w", err)
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return catalog.RunConfig{}, fmt.Errorf("create the work dir: %w", err)
+	}
+	cfg := catalog.RunConfig{
+		Task:     task,
+		WorkDir:  work,
+		Model:    f.model,
+		MaxSteps: f.maxSteps,
+		Sandbox:  catalog.SandboxConfig{Network: !f.noNetwork, ToolTimeoutMS: f.toolTimeout.Milliseconds()},
+		Policy: catalog.PolicyConfig{NotesInterval: f.notesInterval, StagnationLimit: f.stagnationLimit,
+			FailureEscalationLimit: f.failureEscalation},
+	}
+	if f.inputDir != "" {
+		in, err := filepath.Abs(f.inputDir)
+		if err != nil {
+			return catalog.RunConfig{}, fmt.Errorf("--input-dir: %w", err)
+		}
+		if st, err := os.Stat(in); err != nil || !st.IsDir() {
+			return catalog.RunConfig{}, fmt.Errorf("--input-dir %s is not a directory", in)
+		}
+		cfg.InputDir = in
+	}
+	if f.auditor {
+		cfg.Auditor = catalog.AuditorConfig{Enabled: true, MaxRounds: f.auditorRounds}
+		if f.auditorModel.BaseURL != "" || f.auditorModel.Name != "" {
+			m := f.model
+			if f.auditorModel.BaseURL != "" {
+				m.BaseURL = f.auditorModel.BaseURL
+			}
+			if f.auditorModel.Name != "" {
+				m.Name = f.auditorModel.Name
+			}
+			cfg.Auditor.Model = &m
+		}
+	}
+	if f.verifyFast {
+		cfg.VerifyFast = catalog.VerifyFastConfig{Enabled: true, Profile: f.verifyFastProfile}
+	}
+	return cfg, nil
+}
+
+func newRunCmd(g *globals) *cobra.Command {
+	var f runFlags
+	var sf sandboxFlags
+	var vf verifierFlags
+	var af agentFlags
+	cmd := &cobra.Command{
+		Use:   "run --task TEXT --work-dir DIR --model-base-url URL --model NAME",
+		Short: "Run one task with the VERA agent and follow it until it ends",
+		Long: `Submit a task and follow the run in the terminal: every step, command,
+piece of evidence and verifier verdict as it happens, with a live status line,
+until the run ends.
+
+Without --nats-url (and NATS_URL) this one command does the whole job: it
+starts the embedded bus (store in --data-dir/nats, on a free loopback port)
+and every component in this process (sandboxd, the agent, the verifiers and
+the projector that writes the run's files into --work-dir). With --nats-url
+it only submits and follows: the components must already run on that bus
+(vera up, or vera agent + vera sandboxd + ...), and must see --work-dir at
+the same path.
+
+The model is any OpenAI-compatible server (LM Studio, llama.cpp, vLLM,
+Ollama, a hosted API). The API key, if one is needed, is read from the
+environment variable named by --api-key-env; it never appears in events.
+
+Ctrl-C cancels the run (vera.run.cancelled) and exits.
+
+Exit status:
+  0  RESOLVED: the agent submitted an answer (accepted by the auditor, when
+     --auditor is on)
+  1  VERA failed (no bus, a component stopped)
+  2  bad flags
+  3  UNRESOLVED(reason): step budget spent, negative-claim protocol
+     concluded, finalization stop, or the auditor accepted no answer
+  4  FAILED: the model could not be reached after retries
+  5  cancelled`,
+		Example: `  vera run --task "Which version of Go added range-over-func?" \
+    --work-dir ./work/go-rangefunc --model-base-url http://127.0.0.1:1234 --model qwen3-14b
+  vera run --task-file task.md --work-dir ./work/t1 --input-dir ./data \
+    --model-base-url https://api.openai.com --model gpt-4.1 --api-key-env OPENAI_API_KEY --auditor
+  vera run --nats-url nats://127.0.0.1:4222 --task "..." --work-dir ./work/t2 --model-base-url ... --model ...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(cmd.InOrStdin())
+			if err != nil {
+				return usageError{err}
+			}
+			if err := vf.validate(); err != nil {
+				return err
+			}
+			log, err := g.quietLogger(cmd)
+			if err != nil {
+				return err
+			}
+			return runTask(cmd.Context(), g, cmd, f, cfg, sf, vf, af, log)
+		},
+	}
+	f.register(cmd)
+	sf.register(cmd)
+	vf.register(cmd)
+	af.register(cmd)
+	// The embedded components' own flags are rarely needed here.
+	for _, name := range []string{"network", "user", "keep-containers", "memory", "pids", "cpus", "concurrency", "repetition-window", "hybrid",
+		"verifyfast-settings", "verifyfast-strategy", "agent-id", "agent-concurrency", "tool-timeout"} {
+		if fl := cmd.Flags().Lookup(name); fl != nil {
+			fl.Hidden = true
+		}
+	}
+	return cmd
+}
+
+// runTask submits the task and follows the run (see newRunCmd).
+func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cfg catalog.RunConfig,
+	sf sandboxFlags, vf verifierFlags, af agentFlags, log *slog.Logger) error {
+	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
+	url := g.natsURL
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var s *stack
+	if !external {
+		srv, err := embedded.Start(embedded.Options{DataDir: filepath.Join(f.dataDir, "nats"), Listen: f.natsListen, ServerName: "vera-run", Logger: log})
+		if err != nil {
+			return fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
+		}
+		defer srv.Shutdown()
+		url = srv.ClientURL()
+	}
+	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: "cli", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if !external {
+		s = newStack(g, url, log)
+		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
+			return runSandboxd(ctx, b, sf.config(f.dataDir, g), log)
+		})
+		s.add(cctx, "agent", "agents", func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, af, log) })
+		s.addFunc(cctx, "verifiers", func(ctx context.Context) error { return runVerifiers(ctx, g, url, vf, log) })
+		s.add(cctx, "projector", "projector", func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
+		defer func() {
+			cancel()
+			if err := s.wait(); err != nil {
+				log.Warn("components stopped with errors", "err", err)
+			}
+		}()
+	}
+
+	runID := f.runID
+	if runID == "" {
+		runID = b.Options().IDs.NewID(b.Options().Clock.Now())
+	}
+	sub := catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: "cli", Labels: f.labels}
+	if u := os.Getenv("USER"); u != "" {
+		sub.SubmittedBy = "cli:" + u
+	}
+	ev, err := b.Events.New(runID, sub)
+	if err != nil {
+		return err
+	}
+	// Only a run id nobody used: the task is the run's first event.
+	if _, err := b.Publish(ctx, ev, bus.ExpectLastSequence(bus.SubjectRoot+"."+runID+".>", 0)); err != nil {
+		if errors.Is(err, bus.ErrConflict) {
+			return usageError{fmt.Errorf("run %s already exists: pick another --run-id", runID)}
+		}
+		return fmt.Errorf("submit the task: %w", err)
+	}
+	w := g.stdout
+	if !f.jsonOut {
+		fmt.Fprintf(w, "run %s submitted: %s\n", runID, oneLine(cfg.Task, 100))
+		fmt.Fprintf(w, "  work dir %s · model %s at %s · max steps %s\n", cfg.WorkDir, cfg.Model.Name, cfg.Model.BaseURL, stepsText(cfg.MaxSteps))
+		if external {
+			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, runID)
+		}
+	}
+	fin, err := followRun(ctx, b, runID, w, g.stderr, f.jsonOut, external, s)
+	if err == nil && !external {
+		// The run's files are written by the projector in this process:
+		// let it catch up before the components stop.
+		waitConsumerIdle(ctx, b, projector.FilesDurable, 15*time.Second, log)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C: cancel the run for everyone, then stop.
+			pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer pcancel()
+			cev, cerr := b.Events.New(runID, catalog.RunCancelled{RequestedBy: sub.SubmittedBy, Reason: "interrupted (Ctrl-C)"})
+			if cerr == nil {
+				_, cerr = b.Publish(pctx, cev)
+			}
+			if cerr != nil {
+				return exitError{code: exitCancelled, err: fmt.Errorf("interrupted; cancelling run %s failed: %w", runID, cerr)}
+			}
+			fmt.Fprintf(g.stderr, "\nrun %s cancelled\n", runID)
+			return exitError{code: exitCancelled}
+		}
+		return err
+	}
+	switch {
+	case fin == nil:
+		fmt.Fprintf(g.stderr, "run %s was cancelled\n", runID)
+		return exitError{code: exitCancelled}
+	case fin.Outcome == catalog.OutcomeResolved:
+		return nil
+	case fin.Outcome == catalog.OutcomeUnresolved:
+		return exitError{code: exitUnresolved}
+	default:
+		return exitError{code: exitRunFailed}
+	}
+}
+
+// followRun prints the run's events until it finishes (returns its
+// vera.run.finished) or is cancelled (returns nil).
+func followRun(ctx context.Context, b *bus.Bus, runID string, w, errw io.Writer, jsonOut, external bool, s *stack) (*catalog.RunFinished, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	view := &runPrinter{w: w, prog: newProgress(errw), start: time.Now(), blobs: b}
+	if s != nil {
+		go func() {
+			select {
+			case <-s.Failed():
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+	}
+	// Warn once when nothing takes the run.
+	hint := time.AfterFunc(15*time.Second, func() {
+		if !view.started.Load() {
+			msg := "no agent has started the run yet"
+			if external {
+				msg += ": is an agent consuming on this bus (vera up, or vera agent)?"
+			}
+			fmt.Fprintf(errw, "vera run: %s\n", msg)
+		}
+	})
+	defer hint.Stop()
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	go func() {
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-ticker.C:
+				view.status()
+			}
+		}
+	}()
+	for rec, err := range b.Read(rctx, bus.ReadOptions{RunID: runID, Follow: true}) {
+		if err != nil {
+			if s != nil && ctx.Err() == nil {
+				select {
+				case <-s.Failed():
+					return nil, s.err()
+				default:
+				}
+			}
+			return nil, err
+		}
+		if rec.Err != nil {
+			if jsonOut {
+				continue
+			}
+			view.line("%s", eventfmt.Malformed(rec.Sequence, rec.Subject, rec.Raw, rec.Err, 200))
+			continue
+		}
+		if jsonOut {
+			var buf bytes.Buffer
+			if json.Compact(&buf, rec.Raw) != nil {
+				buf.Reset()
+				buf.Write(rec.Raw)
+			}
+			fmt.Fprintln(w, buf.String())
+		} else {
+			view.event(ctx, rec.Event)
+		}
+		switch rec.Event.Type {
+		case catalog.TypeRunFinished:
+			p, err := catalog.Decode(rec.Event.Type, rec.Event.Data)
+			if err != nil {
+				return nil, fmt.Errorf("decode vera.run.finished: %w", err)
+			}
+			view.prog.done()
+			return p.(*catalog.RunFinished), nil
+		case catalog.TypeRunCancelled:
+			view.prog.done()
+			return nil, nil
+		}
+	}
+	return nil, ctx.Err()
+}
+
+func stepsText(n int) string {
+	if n == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+// oneLine squeezes s onto one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// waitConsumerIdle waits until the durable consumer has nothing pending or
+// acknowledging, or timeout passes.
+func waitConsumerIdle(ctx context.Context, b *bus.Bus, durable string, timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		c, err := b.JetStream().Consumer(ctx, bus.StreamName, durable)
+		if err == nil {
+			info, err := c.Info(ctx)
+			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			log.Warn("consumer did not catch up", "consumer", durable, "timeout", timeout)
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/internal/dockertest"
+	"github.com/vera-run/vera/internal/scriptedmodel"
+	"github.com/vera-run/vera/sandboxd/image/imagetest"
+)
+
+var stepRE = regexp.MustCompile(`\n\[step (\d+)\] ACTION:`)
+
+// byStep answers the agent's prompt of step n with replies[n] (the step
+// is read from the prompt's action tail), else with fallback.
+func byStep(replies map[int]string, fallback string) scriptedmodel.Rule {
+	return scriptedmodel.OnFunc(func(req scriptedmodel.Request) (scriptedmodel.Reply, bool) {
+		n := 0
+		for _, m := range stepRE.FindAllStringSubmatch(req.LastUserMessage(), -1) {
+			k, _ := strconv.Atoi(m[1])
+			n = max(n, k)
+		}
+		text, ok := replies[n+1]
+		if !ok {
+			text, ok = fallback, fallback != ""
+		}
+		return scriptedmodel.Text(text), ok
+	})
+}
+
+func turn(action, evidence, status string) string {
+	return "THOUGHT: next move\n" + action + "\nEVIDENCE_USED: " + evidence + "\nSTATUS_UPDATE: " + status + "\n"
+}
+
+// TestRunDoesTheWholeJob is `vera run` with no --nats-url: one command
+// starts the embedded bus and every component, runs a real command in a
+// real sandbox for a scripted model, follows the run to RESOLVED, and
+// leaves the run's files in the work dir.
+func TestRunDoesTheWholeJob(t *testing.T) {
+	dockertest.Client(t)
+	img := imagetest.Ensure(t)
+	t.Setenv("NATS_URL", "")
+	model := scriptedmodel.Start(t, scriptedmodel.WithRules(byStep(map[int]string{
+		1: turn(`{"tool":"shell","args":{"cmd":"echo 42 > /work/answer.txt && cat /work/answer.txt"}}`, "none", "continuing"),
+		2: turn(`{"tool":"notes_append","args":{"text":"answer.txt holds 42 (ev_0001)"}}`, "ev_0001", "continuing"),
+		3: turn(`{"tool":"submit","args":{"answer":"42"}}`, "ev_0001", "RESOLVED"),
+	}, "")))
+	work := filepath.Join(t.TempDir(), "work")
+	data := t.TempDir()
+	var runID string
+	t.Cleanup(func() {
+		if runID != "" {
+			removeContainers(t, runID)
+		}
+	})
+	out, errOut, code := runCLI(t, "run", "--task", "What number is in answer.txt?", "--work-dir", work,
+		"--model-base-url", model.URL(), "--model", "scripted", "--image", img, "--data-dir", data, "--no-network")
+	if m := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(out); m != nil {
+		runID = m[1]
+	}
+	t.Logf("vera run:\n%s", out)
+	if code != 0 {
+		t.Fatalf("vera run exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"started by ", "step 1", "$ echo 42 > /work/answer.txt", "→ exit 0", "evidence ev_0001: 42",
+		"notes += answer.txt holds 42", "submits: 42", "RESOLVED after 3 steps", "answer:\n42"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The sandbox wrote into the work dir; the projector wrote the run's files.
+	if b, err := os.ReadFile(filepath.Join(work, "answer.txt")); err != nil || string(b) != "42\n" {
+		t.Errorf("answer.txt = %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "notes.md")); err != nil || !strings.Contains(string(b), "answer.txt holds 42 (ev_0001)") {
+		t.Errorf("notes.md = %q, %v", b, err)
+	}
+	trace, err := os.ReadFile(filepath.Join(work, "trace.jsonl"))
+
+	if err != nil || !strings.Contains(string(trace), `"type":"vera.run.finished"`) {
+		t.Errorf("trace.jsonl lacks the end of the run (%v):\n%.2000s", err, trace)
+	}
+	// The stream is kept in the data dir: `vera up` on it later sees the run.
+	if _, err := os.Stat(filepath.Join(data, "nats", "jetstream")); err != nil {
+		t.Errorf("no store in the data dir: %v", err)
+	}
+}
+
+// TestRunExitCodes: an exhausted step budget is UNRESOLVED (3), and the
+// run goes against a `vera up` given with --nats-url.
+func TestRunExitCodesAgainstVeraUp(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	model := scriptedmodel.Start(t, scriptedmodel.WithRules(byStep(nil,
+		turn(`{"tool":"notes_append","args":{"text":"still thinking"}}`, "none", "UNRESOLVED(need more)"))))
+	addr := bustest.FreeAddr(t)
+	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
+	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
+	if !strings.Contains(upOut.String(), "agent") {
+		t.Fatalf("vera up does not run the agent:\n%s", upOut.String())
+	}
+	out, errOut, code := runCLI(t, "run", "--nats-url", "nats://"+addr, "--task", "Think twice.", "--work-dir", t.TempDir(),
+		"--model-base-url", model.URL(), "--model", "scripted", "--max-steps", "2")
+	if code != exitUnresolved || !strings.Contains(out, "UNRESOLVED(step budget exhausted) after 2 steps") {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUnresolved, out, errOut)
+	}
+	// --json prints the envelopes.
+	out, _, code = runCLI(t, "run", "--nats-url", "nats://"+addr, "--task", "Think once.", "--work-dir", t.TempDir(),
+		"--model-base-url", model.URL(), "--model", "scripted", "--max-steps", "1", "--json")
+	if code != exitUnresolved || !strings.Contains(out, `"type":"vera.agent.step"`) || strings.Contains(out, "step 1  ") {
+		t.Errorf("--json: exit %d\n%s", code, out)
+	}
+	if code := stopUp(); code != 0 {
+		t.Errorf("vera up exited %d", code)
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--work-dir", t.TempDir(), "--model-base-url", "http://127.0.0.1:1", "--model", "m"},
+		{"run", "--task", "x", "--model-base-url", "http://127.0.0.1:1", "--model", "m"},
+		{"run", "--task", "x", "--work-dir", t.TempDir()},
+		{"run", "--task", "x", "--task-file", "f", "--work-dir", t.TempDir(), "--model-base-url", "http://127.0.0.1:1", "--model", "m"},
+		{"run", "--task", "x", "--work-dir", t.TempDir(), "--model-base-url", "http://127.0.0.1:1", "--model", "m", "--max-steps", "-1"},
+		{"run", "--task", "x", "--work-dir", t.TempDir(), "--model-base-url", "http://127.0.0.1:1", "--model", "m", "--run-id", "a.b"},
+	} {
+		_, errOut, code := runCLI(t, args...)
+		if code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	out, _, code := runCLI(t, "run", "--help")
+	if code != 0 || !strings.Contains(out, "Exit status:") || !strings.Contains(out, fmt.Sprintf("%d  UNRESOLVED", exitUnresolved)) {
+		t.Errorf("help: %d\n%s", code, out)
+	}
+}
