@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,7 +22,12 @@ import (
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	goleak.VerifyTestMain(m, bustest.LeakIgnores...)
+}
 
 // harness is a real bus, a scripted model server and a test double of
 // sandboxd on the bus (it answers vera.tool.requested with canned output).
