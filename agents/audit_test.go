@@ -75,7 +75,7 @@ func TestAuditRejectedThenAccepted(t *testing.T) {
 	h.start(h.newAgent("a1"))
 	h.submit("audit1", catalog.RunConfig{Auditor: catalog.AuditorConfig{Enabled: true}})
 	fin := h.waitFinished("audit1")
-	if fin.Outcome != catalog.OutcomeResolved || fin.Answer != "version 2" || fin.Steps != 5 {
+	if fin.Outcome != catalog.OutcomeResolved || fin.Answer != "version 2" || fin.Steps != 5 || fin.BestAuditRound != 2 || fin.BestScore != 4 {
 		t.Fatalf("finished = %+v", fin)
 	}
 	ds := h.events("audit1")
@@ -123,7 +123,8 @@ func TestAuditBestAnswerKeptWhenRoundsRunOut(t *testing.T) {
 	h.start(h.newAgent("a1"))
 	h.submit("audit2", catalog.RunConfig{Auditor: catalog.AuditorConfig{Enabled: true, MaxRounds: 2}})
 	fin := h.waitFinished("audit2")
-	if fin.Outcome != catalog.OutcomeUnresolved || fin.Answer != "first answer" || !strings.Contains(fin.Reason, "round 1's answer kept") {
+	if fin.Outcome != catalog.OutcomeUnresolved || fin.Answer != "first answer" || !strings.Contains(fin.Reason, "round 1's answer kept") ||
+		fin.BestAuditRound != 1 || fin.BestScore != 2 {
 		t.Fatalf("finished = %+v", fin)
 	}
 	if n := len(ofType[*catalog.AuditRequested](h.events("audit2"))); n != 2 {

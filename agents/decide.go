@@ -243,7 +243,8 @@ func (a *Agent) audit(ctx context.Context, v *runView, last *stepRec) (stop bool
 	fcause := fb.ev.ID
 	switch {
 	case fb.data.Accepted:
-		return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, fcause, "agent/run.finished")
+		return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, fcause, "agent/run.finished",
+			withBest(ar.data.Round, fb.data.Score))
 	case fb.data.Final:
 		best, score := ar.data.Round, fb.data.Score
 		if j, ok := v.judged[ar.data.Round]; ok && j.BestRound > 0 {
@@ -257,7 +258,8 @@ func (a *Agent) audit(ctx context.Context, v *runView, last *stepRec) (stop bool
 			}
 		}
 		reason := fmt.Sprintf("the auditor did not accept an answer in %d round(s): best score %d/4, round %d's answer kept", ar.data.Round, score, best)
-		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, reason, answer, st.Step, fcause, "agent/run.finished")
+		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, reason, answer, st.Step, fcause, "agent/run.finished",
+			withBest(best, score))
 	}
 	return false, nil
 }
@@ -274,9 +276,32 @@ func (a *Agent) auditAnswer(ctx context.Context, r catalog.AuditRequested) (stri
 	return string(data), nil
 }
 
+// finishOption completes a vera.run.finished, or how it is published.
+type finishOption struct {
+	best    func(*catalog.RunFinished)
+	publish bus.PublishOption
+}
+
+// withBest records the audit round whose answer the run keeps.
+func withBest(round, score int) finishOption {
+	return finishOption{best: func(p *catalog.RunFinished) { p.BestAuditRound, p.BestScore = round, score }}
+}
+
+// fenced publishes the end of the run fenced on the run (see Agent.fence).
+func fenced(o bus.PublishOption) finishOption { return finishOption{publish: o} }
+
 // finish publishes vera.run.finished with an id derived from cause.
-func (a *Agent) finish(ctx context.Context, v *runView, outcome catalog.Outcome, reason, answer string, steps int, cause, purpose string, opts ...bus.PublishOption) error {
+func (a *Agent) finish(ctx context.Context, v *runView, outcome catalog.Outcome, reason, answer string, steps int, cause, purpose string, fos ...finishOption) error {
 	p := catalog.RunFinished{Outcome: outcome, Reason: reason, Steps: steps, Usage: v.usage}
+	var opts []bus.PublishOption
+	for _, o := range fos {
+		if o.best != nil {
+			o.best(&p)
+		}
+		if o.publish != nil {
+			opts = append(opts, o.publish)
+		}
+	}
 	if v.started != nil {
 		if d := a.Bus.Options().Clock.Now().Sub(v.startedEv.Time); d > 0 {
 			p.DurationMS = d.Milliseconds()
@@ -312,7 +337,7 @@ func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
 	}
 	cfg := v.config()
 	if cfg.MaxSteps > 0 && n > cfg.MaxSteps {
-		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, "step budget exhausted", "", n-1, cause.ID, "agent/run.finished/budget", a.fence(v))
+		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, "step budget exhausted", "", n-1, cause.ID, "agent/run.finished/budget", fenced(a.fence(v)))
 	}
 
 	callID := CallID(n)
@@ -323,7 +348,7 @@ func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
 	if !ok {
 		client, err := a.model(cfg.Model)
 		if err != nil {
-			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model client: "+err.Error(), "", n-1, cause.ID, "agent/run.finished/failed", a.fence(v))
+			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model client: "+err.Error(), "", n-1, cause.ID, "agent/run.finished/failed", fenced(a.fence(v)))
 		}
 		resp, err := client.Complete(ctx, llm.Request{
 			Model:    cfg.Model.Name,
@@ -348,7 +373,7 @@ func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
 			if l := v.lastStep(); v.finished != nil || (l != nil && l.data.Step >= n) {
 				return false, nil
 			}
-			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model call failed: "+callErr.Error(), "", n-1, cause.ID, "agent/run.finished/failed", a.fence(v))
+			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model call failed: "+callErr.Error(), "", n-1, cause.ID, "agent/run.finished/failed", fenced(a.fence(v)))
 		}
 		if a.afterModel != nil {
 			if err := a.afterModel(v.runID, n); err != nil {
