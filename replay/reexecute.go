@@ -312,6 +312,17 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 		}
 	}
 	e.group.Stop()
+	if opts.StopOnDivergence && res.Stopped == "" {
+		// A refused model call: the agent ended the run FAILED itself.
+		mu.Lock()
+		for _, d := range divs {
+			if d.stops() {
+				res.Stopped = fmt.Sprintf("at step %d: %s (the model call was refused; the agent ended the run)", d.Step, d.Detail)
+				break
+			}
+		}
+		mu.Unlock()
+	}
 	if ended && res.Stopped == "" && res.End != nil && !res.End.Cancelled {
 		if diff := compareEnds(res.RecordedEnd, res.End); diff != "" {
 			addDiv(Divergence{Step: res.End.Steps, Kind: KindEnd, Detail: diff, Recorded: endText(res.RecordedEnd), Replayed: endText(res.End)})

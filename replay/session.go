@@ -228,6 +228,10 @@ func (s *Scratch) Connect(ctx context.Context, source string) (*bus.Bus, error) 
 // ConnectWith is Connect with more options (clock, ids).
 func (s *Scratch) ConnectWith(ctx context.Context, opts bus.Options) (*bus.Bus, error) {
 	opts.URL = s.Server.ClientURL()
+	// The first connection creates the streams. Later ones must not
+	// update them: a stream update racing with a consumer being created
+	// is a data race inside nats-server (seen with -race).
+	opts.ReadOnly = opts.ReadOnly || len(s.buses) > 0
 	if opts.Logger == nil {
 		opts.Logger = s.log
 	}
