@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,14 +37,44 @@ func defaultDataDir() string {
 // defaultHTTPListen is where `vera up` serves the dashboard and /metrics.
 const defaultHTTPListen = "127.0.0.1:8844"
 
+// upFlags are the settings of `vera up` (and `vera demo`, which is `vera
+// up` with a recorded run imported).
+type upFlags struct {
+	dataDir, natsListen                          string
+	sf                                           sandboxFlags
+	vf                                           verifierFlags
+	af                                           agentFlags
+	noSandbox, noVerifiers, noAgent, noProjector bool
+	httpListen                                   string
+	dm                                           dashboardRunFlags
+}
+
+func (f *upFlags) register(cmd *cobra.Command) {
+	f.sf.register(cmd)
+	f.vf.register(cmd)
+	cmd.Flags().BoolVar(&f.noSandbox, "no-sandboxd", false, "do not run the sandbox daemon in this process")
+	cmd.Flags().BoolVar(&f.noVerifiers, "no-verifiers", false, "do not run the verifiers in this process")
+	cmd.Flags().BoolVar(&f.noAgent, "no-agent", false, "do not run the agent in this process")
+	cmd.Flags().BoolVar(&f.noProjector, "no-projector", false, "do not write the runs' files (notes.md, ledgers, trace.jsonl...) from this process")
+	cmd.Flags().StringVar(&f.httpListen, "http-listen", envOr("VERA_HTTP_LISTEN", defaultHTTPListen), "address of the dashboard and /metrics; port 0 picks a free one, empty = none (env VERA_HTTP_LISTEN)")
+	f.af.register(cmd)
+	f.dm.register(cmd)
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where VERA keeps its data; the JetStream store is DIR/nats (env VERA_DATA_DIR)")
+	cmd.Flags().StringVar(&f.natsListen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
+}
+
+// upHooks adapt `vera up` for `vera demo`.
+type upHooks struct {
+	// filesRoot maps a run to the directory of its files (nil: the run's
+	// work dir).
+	filesRoot func(runID string) (string, bool)
+	// ready runs once everything is up, before "Press Ctrl-C"; dashURL is
+	// the dashboard's URL with its token ("" without a dashboard).
+	ready func(ctx context.Context, b *bus.Bus, w io.Writer, dashURL string) error
+}
+
 func newUpCmd(g *globals) *cobra.Command {
-	var dataDir, natsListen string
-	var sf sandboxFlags
-	var vf verifierFlags
-	var af agentFlags
-	var noSandbox, noVerifiers, noAgent, noProjector bool
-	var httpListen string
-	var dm dashboardRunFlags
+	var f upFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run VERA in one process: embedded NATS with JetStream plus the components",
@@ -71,104 +102,9 @@ down.`,
   vera up --data-dir /var/lib/vera --nats-listen 127.0.0.1:4333
   vera up --nats-url nats://n1:4222,nats://n2:4222,nats://n3:4222`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			if err := vf.validate(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
-			url := g.natsURL
-			var srv *embedded.Server
-			if !external {
-				srv, err = embedded.Start(embedded.Options{DataDir: filepath.Join(dataDir, "nats"), Listen: natsListen, ServerName: "vera", Logger: log})
-				if err != nil {
-					return err
-				}
-				defer func() {
-					srv.Shutdown()
-					log.Info("NATS server stopped")
-				}()
-				url = srv.ClientURL()
-			}
-			b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: "vera-up", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-
-			w := g.stdout
-			if srv != nil {
-				fmt.Fprintf(w, "VERA bus up: NATS with JetStream at %s (store %s, fsync always)\n", url, filepath.Join(dataDir, "nats"))
-			} else {
-				fmt.Fprintf(w, "VERA up on the external NATS at %s\n", url)
-			}
-			fmt.Fprintf(w, "  streams: %s (vera.run.>), %s (vera.dlq.>), object store %s\n", bus.StreamName, bus.DeadLetterStream, bus.BlobBucket)
-			fmt.Fprintf(w, "  watch:   vera events tail --nats-url %s\n", url)
-			fmt.Fprintf(w, "  or:      nats sub --server %s 'vera.run.>'\n", url)
-			cctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			s := newStack(g, url, log)
-			if !noSandbox {
-				s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
-					return runSandboxd(ctx, b, sf.config(dataDir, g), log)
-				})
-			}
-			if !noAgent {
-				s.add(cctx, "agent", "agents", func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, af, log) })
-			}
-			if !noVerifiers {
-				s.addFunc(cctx, "verifiers (logic, verifyfast, deepverify)", func(ctx context.Context) error { return runVerifiers(ctx, g, url, vf, log) })
-			}
-			if !noProjector {
-				s.add(cctx, "projector (run files)", "projector", func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
-			}
-			if httpListen != "" {
-				ln, err := listen(httpListen, "--http-listen")
-				if err != nil {
-					cancel()
-					s.wait()
-					return err
-				}
-				m := projector.NewMetrics(b, log)
-				d, err := dashboard.New(dashboard.Options{Bus: b, Metrics: m, DataDir: dataDir, Template: dm.template(), Logger: log})
-				if err != nil {
-					ln.Close()
-					cancel()
-					s.wait()
-					return err
-				}
-				s.addFunc(cctx, "metrics", func(ctx context.Context) error { return runMetrics(ctx, m) })
-				s.addFunc(cctx, "dashboard", func(ctx context.Context) error { return d.Serve(ctx, ln) })
-				fmt.Fprintf(w, "  dashboard: http://%s/#token=%s\n", ln.Addr(), d.Token())
-				fmt.Fprintf(w, "             (changes need the token; it is also in %s)\n", d.TokenFile())
-				fmt.Fprintf(w, "  metrics:   http://%s/metrics\n", ln.Addr())
-			}
-			fmt.Fprintf(w, "  components: %s\n", strings.Join(s.components(), ", "))
-			fmt.Fprintln(w, "Press Ctrl-C to stop.")
-
-			err = s.until(ctx, cancel)
-			log.Info("shutting down")
-			if cerr := b.Close(); cerr != nil && !errors.Is(cerr, bus.ErrNoServer) {
-				log.Warn("close bus", "err", cerr)
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return g.up(cmd, &f, upHooks{}) },
 	}
-	sf.register(cmd)
-	vf.register(cmd)
-	cmd.Flags().BoolVar(&noSandbox, "no-sandboxd", false, "do not run the sandbox daemon in this process")
-	cmd.Flags().BoolVar(&noVerifiers, "no-verifiers", false, "do not run the verifiers in this process")
-	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "do not run the agent in this process")
-	cmd.Flags().BoolVar(&noProjector, "no-projector", false, "do not write the runs' files (notes.md, ledgers, trace.jsonl...) from this process")
-	cmd.Flags().StringVar(&httpListen, "http-listen", envOr("VERA_HTTP_LISTEN", defaultHTTPListen), "address of the dashboard and /metrics; port 0 picks a free one, empty = none (env VERA_HTTP_LISTEN)")
-	af.register(cmd)
-	dm.register(cmd)
-	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where VERA keeps its data; the JetStream store is DIR/nats (env VERA_DATA_DIR)")
-	cmd.Flags().StringVar(&natsListen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
+	f.register(cmd)
 	return cmd
 }
 
@@ -178,4 +114,103 @@ func connectWait(external bool) time.Duration {
 		return 30 * time.Second
 	}
 	return 0
+}
+
+// up runs VERA in this process (see newUpCmd) until ctx ends.
+func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	if err := f.vf.validate(); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
+	url := g.natsURL
+	var srv *embedded.Server
+	if !external {
+		srv, err = embedded.Start(embedded.Options{DataDir: filepath.Join(f.dataDir, "nats"), Listen: f.natsListen, ServerName: "vera", Logger: log})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			srv.Shutdown()
+			log.Info("NATS server stopped")
+		}()
+		url = srv.ClientURL()
+	}
+	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: "vera-up", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	w := g.stdout
+	if srv != nil {
+		fmt.Fprintf(w, "VERA bus up: NATS with JetStream at %s (store %s, fsync always)\n", url, filepath.Join(f.dataDir, "nats"))
+	} else {
+		fmt.Fprintf(w, "VERA up on the external NATS at %s\n", url)
+	}
+	fmt.Fprintf(w, "  streams: %s (vera.run.>), %s (vera.dlq.>), object store %s\n", bus.StreamName, bus.DeadLetterStream, bus.BlobBucket)
+	fmt.Fprintf(w, "  watch:   vera events tail --nats-url %s\n", url)
+	fmt.Fprintf(w, "  or:      nats sub --server %s 'vera.run.>'\n", url)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := newStack(g, url, log)
+	if !f.noSandbox {
+		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
+			return runSandboxd(ctx, b, f.sf.config(f.dataDir, g), log)
+		})
+	}
+	if !f.noAgent {
+		s.add(cctx, "agent", "agents", func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, f.af, log) })
+	}
+	if !f.noVerifiers {
+		s.addFunc(cctx, "verifiers (logic, verifyfast, deepverify)", func(ctx context.Context) error { return runVerifiers(ctx, g, url, f.vf, log) })
+	}
+	if !f.noProjector {
+		s.add(cctx, "projector (run files)", "projector", func(ctx context.Context, b *bus.Bus) error {
+			return (&projector.Files{Bus: b, Logger: log, Root: hooks.filesRoot}).Run(ctx)
+		})
+	}
+	dashURL := ""
+	if f.httpListen != "" {
+		ln, err := listen(f.httpListen, "--http-listen")
+		if err != nil {
+			cancel()
+			s.wait()
+			return err
+		}
+		m := projector.NewMetrics(b, log)
+		d, err := dashboard.New(dashboard.Options{Bus: b, Metrics: m, DataDir: f.dataDir, Template: f.dm.template(), Logger: log})
+		if err != nil {
+			ln.Close()
+			cancel()
+			s.wait()
+			return err
+		}
+		s.addFunc(cctx, "metrics", func(ctx context.Context) error { return runMetrics(ctx, m) })
+		s.addFunc(cctx, "dashboard", func(ctx context.Context) error { return d.Serve(ctx, ln) })
+		dashURL = fmt.Sprintf("http://%s/#token=%s", ln.Addr(), d.Token())
+		fmt.Fprintf(w, "  dashboard: %s\n", dashURL)
+		fmt.Fprintf(w, "             (changes need the token; it is also in %s)\n", d.TokenFile())
+		fmt.Fprintf(w, "  metrics:   http://%s/metrics\n", ln.Addr())
+	}
+	fmt.Fprintf(w, "  components: %s\n", strings.Join(s.components(), ", "))
+	if hooks.ready != nil {
+		if err := hooks.ready(cctx, b, w, dashURL); err != nil {
+			cancel()
+			s.wait()
+			return err
+		}
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
+
+	err = s.until(ctx, cancel)
+	log.Info("shutting down")
+	if cerr := b.Close(); cerr != nil && !errors.Is(cerr, bus.ErrNoServer) {
+		log.Warn("close bus", "err", cerr)
+	}
+	return err
 }

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/internal/dockertest"
+	"github.com/vera-run/vera/internal/scriptedmodel"
+	"github.com/vera-run/vera/sandboxd/image/imagetest"
+)
+
+// The web of the system test: the project's release page and an
+// independent news site, two registrable domains served by one container
+// under two Docker network aliases.
+const (
+	releasesURL = "http://releases.vera.example/1.2.html"
+	newsURL     = "http://news.example/vera-1-2.html"
+)
+
+const systemWebServer = `
+import http.server
+P = {
+  ("releases.vera.example", "/1.2.html"): "<html><title>VERA 1.2.0</title><body>VERA 1.2.0 was released on 2026-03-14. Changes: replay --reexecute, SCOUT gating.</body></html>",
+  ("news.example", "/vera-1-2.html"): "<html><title>News</title><body>Independent report: the VERA project shipped version 1.2.0 on 14 March 2026 (2026-03-14).</body></html>",
+}
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        host = self.headers.get("Host", "").split(":")[0]
+        body = P.get((host, self.path.split("?")[0]))
+        data = (body or "not found").encode()
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("", 80), H).serve_forever()
+`
+
+// startSystemWeb starts the web container on netName and waits until it
+// answers.
+func startSystemWeb(t *testing.T, docker *client.Client, img, netName string) {
+	t.Helper()
+	ctx := context.Background()
+	created, err := docker.ContainerCreate(ctx,
+		&container.Config{Image: img, User: "0:0", Cmd: []string{"python3", "-u", "-c", systemWebServer}, Labels: map[string]string{"vera.test": "true"}},
+		&container.HostConfig{NetworkMode: container.NetworkMode(netName)},
+		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{"releases.vera.example", "news.example"}}}},
+		nil, dockertest.Name(t, "web"))
+	if err != nil {
+		t.Fatalf("create web container: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = docker.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+	})
+	if err := docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start web container: %v", err)
+	}
+	probe := []string{"python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 80), 1)"}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ex, err := docker.ContainerExecCreate(ctx, created.ID, container.ExecOptions{Cmd: probe})
+		if err == nil {
+			if err = docker.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{}); err == nil {
+				for range 50 {
+					ins, ierr := docker.ContainerExecInspect(ctx, ex.ID)
+					if ierr == nil && !ins.Running && ins.ExitCode == 0 {
+						return
+					}
+					if ierr != nil || !ins.Running {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web server not listening after 60s (last error %v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var (
+	decomposeRE = regexp.MustCompile(`^AUDIT-DECOMPOSE round (\d+)`)
+	checkRE     = regexp.MustCompile(`^AUDIT-CHECK (r\d+-c\d+) step (\d+)`)
+	judgeRE     = regexp.MustCompile(`^AUDIT-JUDGE round (\d+)`)
+)
+
+// auditedScript is the scripted model of the system test: the agent's
+// replies by step and the auditor's by prompt. Round 1 is judged 3 but
+// SCOUT caps it at 2 (one domain); the agent follows the instruction,
+// fetches the independent source and resubmits; round 2 is accepted.
+func auditedScript() scriptedmodel.Rule {
+	agent := map[int]string{
+		1: turn(`{"tool":"shell","args":{"cmd":"curl -s `+releasesURL+`"}}`, "none", "CONTINUE"),
+		2: turn(`{"tool":"notes_append","args":{"text":"releases.vera.example: VERA 1.2.0 released 2026-03-14 (ev_0001)"}}`, "ev_0001", "CONTINUE"),
+		3: turn(`{"tool":"submit","args":{"answer":"VERA 1.2.0 was released on 2026-03-14 (`+releasesURL+`)."}}`, "ev_0001", "RESOLVED"),
+		4: turn(`{"tool":"shell","args":{"cmd":"curl -s `+newsURL+`"}}`, "ev_0001", "CONTINUE"),
+		5: turn(`{"tool":"notes_append","args":{"text":"news.example independently confirms 2026-03-14 (ev_0002)"}}`, "ev_0002", "CONTINUE"),
+		6: turn(`{"tool":"submit","args":{"answer":"VERA 1.2.0 was released on 2026-03-14: the project's release page (`+releasesURL+`) and an independent report (`+newsURL+`) agree."}}`, "ev_0001, ev_0002", "RESOLVED"),
+	}
+	decompose := map[string]string{
+		"1": `{"summary":[{"step":1,"source":"` + releasesURL + `","finding":"release page: 1.2.0 released 2026-03-14"}],
+"likely_errors":[{"class":"finding_sources","justification":"a single source, the vendor's own"}],
+"checks":[{"source":"` + releasesURL + `","question":"Does the release page give 2026-03-14 as the release date of 1.2.0?","load_bearing":true}]}`,
+		"2": `{"summary":[{"step":1,"source":"` + releasesURL + `","finding":"release page: 2026-03-14"},{"step":4,"source":"` + newsURL + `","finding":"independent report: 14 March 2026"}],
+"likely_errors":[],
+"checks":[{"source":"` + releasesURL + `","question":"Does the release page give 2026-03-14?","load_bearing":true},
+{"source":"` + newsURL + `","question":"Does the independent report give 14 March 2026?","load_bearing":true}]}`,
+	}
+	checks := map[string][]string{
+		"r1-c1": {`{"command":"curl -s ` + releasesURL + ` | grep -o 'released on [0-9-]*'"}`,
+			`{"verdict":"yes","evidence":"released on 2026-03-14","citations":["` + releasesURL + `"]}`},
+		"r2-c1": {`{"verdict":"yes","evidence":"ev_0001: released on 2026-03-14","citations":["` + releasesURL + `"]}`},
+		"r2-c2": {`{"command":"curl -s ` + newsURL + ` | grep -o '14 March 2026'"}`,
+			`{"verdict":"yes","evidence":"14 March 2026","citations":["` + newsURL + `"]}`},
+	}
+	judge := map[string]string{
+		"1": `{"explanation":"The date matches the vendor's page, but no independent source was consulted.","score":3,"instructions":["Confirm with an independent source: run ` + "`curl -s " + newsURL + "`" + ` and cite it."]}`,
+		"2": `{"explanation":"Two independent sources agree on 2026-03-14.","score":4,"instructions":[]}`,
+	}
+	return scriptedmodel.OnFunc(func(req scriptedmodel.Request) (scriptedmodel.Reply, bool) {
+		u := req.LastUserMessage()
+		if m := decomposeRE.FindStringSubmatch(u); m != nil {
+			r, ok := decompose[m[1]]
+			return scriptedmodel.Text(r), ok
+		}
+		if m := checkRE.FindStringSubmatch(u); m != nil {
+			rs := checks[m[1]]
+			var n int
+			fmt.Sscan(m[2], &n)
+			if n < 1 || n > len(rs) {
+				return scriptedmodel.Reply{}, false
+			}
+			return scriptedmodel.Text(rs[n-1]), true
+		}
+		if m := judgeRE.FindStringSubmatch(u); m != nil {
+			r, ok := judge[m[1]]
+			return scriptedmodel.Text(r), ok
+		}
+		n := 0
+		for _, m := range stepRE.FindAllStringSubmatch(u, -1) {
+			var k int
+			fmt.Sscan(m[1], &k)
+			n = max(n, k)
+		}
+		r, ok := agent[n+1]
+		return scriptedmodel.Text(r), ok
+	})
+}
+
+// TestSystemAuditedRun is the whole system through its CLI: `vera up`
+// (embedded bus, sandboxd, agent, verifiers, projector, dashboard) and
+// `vera run --auditor` against it. The agent fetches a page from a web
+// server on the test's own Docker network and submits; the DeepVerifier
+// auditor checks the claim with its own command in the auditor container,
+// SCOUT caps the round at 2 (one domain), the agent follows the corrective
+// instruction, and round 2 is accepted: RESOLVED. The run's files are in
+// its work dir. With VERA_UPDATE_DEMO=1 the run is exported as the demo
+// run `vera demo` bundles (see demo/README.md).
+func TestSystemAuditedRun(t *testing.T) {
+	docker := dockertest.Client(t)
+	img := imagetest.Ensure(t)
+	t.Setenv("NATS_URL", "")
+	netName := dockertest.Network(t, docker)
+	startSystemWeb(t, docker, img, netName)
+	model := scriptedmodel.Start(t, scriptedmodel.WithRules(auditedScript()))
+
+	addr := bustest.FreeAddr(t)
+	url := "nats://" + addr
+	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0",
+		"--image", img, "--network", netName, "--log-level", "warn")
+	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
+
+	work := filepath.Join(t.TempDir(), "work")
+	var runID string
+	t.Cleanup(func() {
+		if runID != "" {
+			removeContainers(t, runID)
+		}
+	})
+	out, errOut, code := runCLI(t, "run", "--nats-url", url, "--task", "When was VERA 1.2.0 released? Cite independent sources.",
+		"--work-dir", work, "--model-base-url", model.URL(), "--model", "scripted", "--auditor", "--max-steps", "12")
+	if m := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(out); m != nil {
+		runID = m[1]
+	}
+	t.Logf("vera run:\n%s", out)
+	if code != 0 {
+		t.Fatalf("vera run exited %d\nstderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"$ curl -s " + releasesURL, "evidence ev_0001", "audit round 1 requested",
+		"auditor: r1-c1 → yes", "auditor: round 1 score 2/4 (judge 3)", "capped at 2 by independent_citations",
+		"auditor: round 1 rejected", "$ curl -s " + newsURL, "evidence ev_0002",
+		"audit round 2 requested", "auditor: round 2 score 4/4", "auditor: round 2 accepted",
+		"RESOLVED after 6 steps", "an independent report",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// The auditor's own command ran in the auditor container.
+	tail, _, _ := runCLI(t, "events", "tail", "--nats-url", url, "--run", runID, "--no-follow", "--type", "vera.tool.finished", "--json")
+	if !strings.Contains(tail, `"requester":"auditor"`) || !strings.Contains(tail, "released on 2026-03-14") {
+		t.Errorf("no auditor tool result with the page's text:\n%s", tail)
+	}
+	for _, f := range []string{"notes.md", "evidence.jsonl", "trace.jsonl", "session.log", "move_ledger.jsonl"} {
+		waitFor(t, f, func() bool { st, err := os.Stat(filepath.Join(work, f)); return err == nil && st.Size() > 0 })
+	}
+	if os.Getenv("VERA_UPDATE_DEMO") == "1" {
+		waitFor(t, "the run's last events", func() bool {
+			b, _ := os.ReadFile(filepath.Join(work, "session.log"))
+			return strings.Contains(string(b), " run.finished ")
+		})
+		time.Sleep(2 * time.Second) // container removal events
+		if _, errOut, code := runCLI(t, "events", "export", "--nats-url", url, "--run", runID, "-o", filepath.Join("demo", "example-run.jsonl")); code != 0 {
+			t.Fatalf("export: %s", errOut)
+		}
+		t.Logf("demo run %s exported to demo/example-run.jsonl", runID)
+	}
+	if code := stopUp(); code != 0 {
+		t.Errorf("vera up exited %d", code)
+	}
+}
