@@ -300,6 +300,14 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 			return nil, ctx.Err()
 		}
 		res.Incomplete = append(res.Incomplete, fmt.Sprintf("the run did not end within %s", timeout))
+		// End it, so that no agent takes it over once it is on a live bus.
+		c, err := e.bus.Events.New(res.NewRun, catalog.RunCancelled{RequestedBy: SourceReplay, Reason: fmt.Sprintf("re-execution did not end within %s", timeout)})
+		if err == nil {
+			_, err = e.bus.Publish(ctx, c)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cancel replay run: %w", err)
+		}
 	}
 	// Let sandboxd remove the run's containers before stopping it.
 	if opts.Sandbox != nil && ended {

@@ -250,6 +250,15 @@ func Reverify(ctx context.Context, src *bus.Bus, runID string, opts ReverifyOpti
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if len(ends) == 0 {
+		// An unfinished recording: end the copy, so that no agent takes
+		// the replay run over once it is on a live bus.
+		c, err := e.bus.Events.New(res.NewRun, catalog.RunCancelled{RequestedBy: SourceReplay, Reason: "re-verification of unfinished run " + runID})
+		if err != nil {
+			return nil, err
+		}
+		ends = append(ends, c)
+	}
 	if len(ends) > 0 {
 		if _, err := e.bus.PublishBatch(ctx, ends); err != nil {
 			return nil, fmt.Errorf("store the end of replay run %s: %w", res.NewRun, err)
