@@ -109,16 +109,20 @@ func numericUser(u string) (uid, gid int, ok bool) {
 }
 
 // ensureBox returns the run's running container for the role, creating or
-// restarting it as needed. Requests arriving at once wait for one another
-// here (and only here): one creates the container, the others find it.
+// restarting it as needed. Checking that a known container still runs
+// happens in parallel; creating, restarting or recovering one is
+// serialised per run: requests arriving at once on a fresh run wait for
+// one another here (and only here), one creates the container, the others
+// find it.
 func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, error) {
+	if b := d.runningBox(ctx, rs, r); b != nil {
+		return b, nil
+	}
 	rs.boxMu.Lock()
 	defer rs.boxMu.Unlock()
 	name := ContainerName(rs.id, r)
-	if b := rs.boxes[r]; b != nil {
-		if info, err := d.docker.ContainerInspect(ctx, b.id); err == nil && info.State != nil && info.State.Running {
-			return b, nil
-		}
+	if b := rs.boxes[r]; b != nil && d.running(ctx, b) {
+		return b, nil // another request brought it up meanwhile
 	}
 	info, err := d.docker.ContainerInspect(ctx, name)
 	switch {
@@ -145,6 +149,23 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 	rs.boxes[r] = b
 	d.followLogs(b, rs.id)
 	return b, nil
+}
+
+// runningBox returns the role's known container if it is running.
+func (d *Daemon) runningBox(ctx context.Context, rs *runState, r role) *box {
+	rs.boxMu.Lock()
+	b := rs.boxes[r]
+	rs.boxMu.Unlock()
+	if b != nil && d.running(ctx, b) {
+		return b
+	}
+	return nil
+}
+
+// running reports whether the box's container is running.
+func (d *Daemon) running(ctx context.Context, b *box) bool {
+	info, err := d.docker.ContainerInspect(ctx, b.id)
+	return err == nil && info.State != nil && info.State.Running
 }
 
 func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name string) (container.InspectResponse, error) {

@@ -5,7 +5,7 @@ package deepverify
 // run's size matters; a fresh run is the common case).
 //
 //	go test ./verifierd/deepverify -run '^$' -bench RoundOverhead -benchtime 50x
-//	go test ./verifierd/deepverify -run '^$' -bench RoundParallelChecks -benchtime 5x
+//	go test ./verifierd/deepverify -run '^$' -bench RoundParallelChecks -benchtime 10x
 //
 // RoundOverhead: a round (decomposition, two checks, one of which runs a
 // command, the judgement, the feedback) with a scripted model that answers
@@ -17,10 +17,11 @@ package deepverify
 // RoundParallelChecks: three checks that take 0.3 s, 0.6 s and 1.0 s, either
 // by scripted model delay (model-delays) or by commands sleeping in the
 // real sandbox (sandbox-sleeps: sandboxd and Docker, the auditor's container
-// started beforehand). It reports the round's wall time against its longest
-// check (from its check_started to its audit.check), and against the longest
-// delay itself: with the checks run concurrently end to end both stay near
-// 1, where one after the other they would be near 1.9.
+// started beforehand). Each iteration also times, on another fresh run, a
+// round with the longest check alone, the raw thing: round/longest-check is
+// the three-check round's wall time against it (with the checks run
+// concurrently end to end it stays near 1; one after the other it would be
+// near 1.9), round/longest-delay against the 1.0 s itself.
 
 import (
 	"context"
@@ -84,9 +85,9 @@ func (h *harness) benchAuditor() *busyModel {
 	return bm
 }
 
-// round requests round 1 of the current run and returns the time until its
-// feedback is on the stream.
-func (h *harness) round() time.Duration {
+// round requests round n of the current run and returns the time until
+// its feedback is on the stream.
+func (h *harness) round(n int) time.Duration {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -99,7 +100,7 @@ func (h *harness) round() time.Duration {
 		got <- errors.New("the stream ended")
 	}()
 	start := time.Now()
-	h.request(1, goodAnswer, "ev_0001", "ev_0002")
+	h.request(n, goodAnswer, "ev_0001", "ev_0002")
 	if err := <-got; err != nil {
 		h.t.Fatalf("waiting for the feedback of %s: %v", h.runID, err)
 	}
@@ -117,7 +118,7 @@ func BenchmarkRoundOverhead(b *testing.B) {
 		b.StopTimer()
 		h.newRun(fmt.Sprintf("bench-%d-%d", b.N, i), 1, "/tmp/w")
 		b.StartTimer()
-		wall += h.round()
+		wall += h.round(1)
 	}
 	b.StopTimer()
 	busy := model.total()
@@ -128,20 +129,26 @@ func BenchmarkRoundOverhead(b *testing.B) {
 	b.ReportMetric(float64(h.srv.Count())/n, "model-calls/round")
 }
 
-// checkDurations are the three checks' times in RoundParallelChecks.
-var checkDurations = []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1000 * time.Millisecond}
-
-// threeChecks scripts round 1 with three independent checks.
-func (h *harness) threeChecks(step func(i int, d time.Duration) []string) {
+// threeChecks scripts round 1 with three independent checks, and round 2
+// with the longest of them alone (r2-c1); step gives a check's replies.
+func (h *harness) threeChecks(step func(id string, d time.Duration) []string) {
 	h.standard(1, 4)
+	h.standard(2, 4)
 	h.sc.mu.Lock()
 	defer h.sc.mu.Unlock()
 	h.sc.decompose[1] = `{"summary":[],"likely_errors":[],"checks":[` +
 		`{"source":"` + urlPy + `","question":"A?"},{"source":"` + urlWiki + `","question":"B?"},{"source":"` + urlPy + `","question":"C?"}]}`
+	h.sc.decompose[2] = `{"summary":[],"likely_errors":[],"checks":[{"source":"` + urlPy + `","question":"C?"}]}`
 	for i, d := range checkDurations {
-		h.sc.checks[CheckID(1, i+1)] = step(i, d)
+		h.sc.checks[CheckID(1, i+1)] = step(CheckID(1, i+1), d)
 	}
+	h.sc.checks[CheckID(2, 1)] = step(CheckID(2, 1), longestCheck)
 }
+
+// checkDurations are the three checks' times in RoundParallelChecks.
+var checkDurations = []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1000 * time.Millisecond}
+
+var longestCheck = checkDurations[len(checkDurations)-1]
 
 const benchVerdict = `{"verdict":"yes","evidence":"seen","citations":["` + urlPy + `","` + urlWiki + `"]}`
 
@@ -149,23 +156,23 @@ func BenchmarkRoundParallelChecks(b *testing.B) {
 	b.Run("model-delays", func(b *testing.B) {
 		h := newHarness(b, 1)
 		h.sc.delays = map[string]time.Duration{}
-		h.threeChecks(func(i int, d time.Duration) []string {
-			h.sc.delays[CheckID(1, i+1)] = d
+		h.threeChecks(func(id string, d time.Duration) []string {
+			h.sc.delays[id] = d
 			return []string{benchVerdict}
 		})
 		h.runToolAnswerer()
 		h.benchAuditor()
-		benchParallel(b, h, func(i int) { h.newRun(fmt.Sprintf("bench-md-%d-%d", b.N, i), 1, "/tmp/w") })
+		benchParallel(b, h, func() { h.newRun(fmt.Sprintf("bench-md-%d", time.Now().UnixNano()), 2, "/tmp/w") })
 	})
 	b.Run("sandbox-sleeps", func(b *testing.B) {
 		h := newHarness(b, 1)
-		h.threeChecks(func(i int, d time.Duration) []string {
+		h.threeChecks(func(_ string, d time.Duration) []string {
 			return []string{fmt.Sprintf(`{"command":"sleep %.1f"}`, d.Seconds()), benchVerdict}
 		})
 		h.startSandbox()
 		h.benchAuditor()
-		benchParallel(b, h, func(i int) {
-			h.dockerRun(1)
+		benchParallel(b, h, func() {
+			h.dockerRun(2)
 			// The auditor's container is started before the round.
 			h.publish(catalog.ToolRequested{RequestID: "warm-up", Requester: catalog.RequesterAuditor, Tool: catalog.ToolShell, Command: "true"})
 			h.wait("the auditor's container", func(evs []bus.Event) bool { return toolFinished(evs, "warm-up") != nil })
@@ -173,45 +180,26 @@ func BenchmarkRoundParallelChecks(b *testing.B) {
 	})
 }
 
-// benchParallel times rounds on fresh runs made by setup, and reports the
-// round's wall time against its longest check and its longest delay.
-func benchParallel(b *testing.B, h *harness, setup func(i int)) {
-	var wall, longest time.Duration
+// benchParallel times, on fresh runs made by newRun, the three-check round
+// and the round of the longest check alone, and reports their ratio.
+func benchParallel(b *testing.B, h *harness, newRun func()) {
+	var wall, alone time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		setup(i)
+		newRun()
 		b.StartTimer()
-		wall += h.round()
+		wall += h.round(1)
 		b.StopTimer()
-		evs, err := h.b.ReadRun(context.Background(), h.runID)
-		if err != nil {
-			b.Fatal(err)
+		newRun()
+		alone += h.round(2)
+		if evs, err := h.b.ReadRun(context.Background(), h.runID); err != nil || len(payloads[catalog.AuditCheck](evs)) != 1 {
+			b.Fatalf("the longest check alone: %d checks (%v)", len(payloads[catalog.AuditCheck](evs)), err)
 		}
-		started := map[string]time.Time{}
-		var l time.Duration
-		for _, ev := range evs {
-			switch ev.Type {
-			case catalog.TypeAuditCheckStarted:
-				var d catalog.AuditCheckStarted
-				if ev.DecodeData(&d) == nil {
-					started[d.CheckID] = ev.Time
-				}
-			case catalog.TypeAuditCheck:
-				var d catalog.AuditCheck
-				if ev.DecodeData(&d) == nil {
-					l = max(l, ev.Time.Sub(started[d.CheckID]))
-				}
-			}
-		}
-		if len(started) != len(checkDurations) {
-			b.Fatalf("%d checks started, want %d", len(started), len(checkDurations))
-		}
-		longest += l
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(wall.Microseconds())/1e3/n, "wall-ms/round")
-	b.ReportMetric(float64(longest.Microseconds())/1e3/n, "longest-check-ms/round")
-	b.ReportMetric(wall.Seconds()/longest.Seconds(), "round/longest-check")
-	b.ReportMetric(wall.Seconds()/(n*checkDurations[len(checkDurations)-1].Seconds()), "round/longest-delay")
+	b.ReportMetric(float64(alone.Microseconds())/1e3/n, "alone-ms/round")
+	b.ReportMetric(wall.Seconds()/alone.Seconds(), "round/longest-check")
+	b.ReportMetric(wall.Seconds()/(n*longestCheck.Seconds()), "round/longest-delay")
 }

@@ -26,11 +26,18 @@
 // (its reply was never recorded). A delivery the dead auditor was handling
 // comes back after AckWait.
 //
-// Measured (go test ./verifierd/deepverify -run '^$' -bench Round; see
-// bench_test.go): the auditor's own cost per round, model and tool time
-// excluded, is about 10 ms; three checks of 0.3, 0.6 and 1.0 s take a round
-// of 1.01× the longest check (scripted model delays, and real sandbox
-// commands with sandboxd and Docker alike).
+// Measured (bench_test.go; a 2-core machine, shared and loaded):
+//
+//	go test ./verifierd/deepverify -run '^$' -bench RoundOverhead -benchtime 50x
+//	go test ./verifierd/deepverify -run '^$' -bench RoundParallelChecks -benchtime 10x
+//
+// The auditor's own cost per round, model and tool time excluded, is about
+// 10 ms. Three checks of 0.3, 0.6 and 1.0 s take a round of 0.99–1.01× the
+// longest check alone with scripted model delays, and 1.03–1.09× with
+// commands sleeping in the real sandbox (1.1–1.2× the bare 1.0 s; three
+// shells starting at once in the container's one CPU cost the difference,
+// not the auditor). Before sandboxd ran the auditor's commands in parallel
+// the sandbox round took 2.1× the bare 1.0 s.
 //
 // It imports bus, bus/catalog, internal/llm and internal/domain only; it
 // meets the agent and sandboxd on the stream (its tests run a real sandboxd
