@@ -31,8 +31,8 @@
 //	go test ./verifierd/deepverify -run '^$' -bench RoundOverhead -benchtime 50x
 //	go test ./verifierd/deepverify -run '^$' -bench RoundParallelChecks -benchtime 10x
 //
-// The auditor's own cost per round, model and tool time excluded, is about
-// 10 ms. Three checks of 0.3, 0.6 and 1.0 s take a round of 0.99–1.01× the
+// The auditor's own cost per round, model and tool time excluded, is 10–13
+// ms. Three checks of 0.3, 0.6 and 1.0 s take a round of 0.99–1.01× the
 // longest check alone with scripted model delays, and 1.03–1.09× with
 // commands sleeping in the real sandbox (1.1–1.2× the bare 1.0 s; three
 // shells starting at once in the container's one CPU cost the difference,
