@@ -240,17 +240,20 @@ func scriptedAgentModel(tb testing.TB, replies []string) *scriptedmodel.Server {
 }
 
 // startAgent runs the real agent on the bus at url with model clients
-// recording on the bus, until the test ends.
-func startAgent(tb testing.TB, url string) {
+// recording on the bus, until the test ends. A threshold > 0 puts bigger
+// prompts and replies in blobs.
+func startAgent(tb testing.TB, url string, threshold int) {
 	tb.Helper()
 	log := bustest.Logger(tb)
-	ab := bustest.Connect(tb, url, bus.Options{Source: catalog.ComponentAgent})
+	// Read-only: the streams exist, and updating them while consumers are
+	// created is a data race inside nats-server.
+	ab := bustest.Connect(tb, url, bus.Options{Source: catalog.ComponentAgent, ReadOnly: true})
 	var mu sync.Mutex
 	var clients []*llm.Client
 	a := &agents.Agent{Bus: ab, ID: "test-agent", Version: "test", Logger: log,
 		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
 			cfg := llmbus.Config(mc)
-			cfg.Recorder = llmbus.New(ab, llmbus.Options{Logger: log})
+			cfg.Recorder = llmbus.New(ab, llmbus.Options{Logger: log, Threshold: threshold})
 			cfg.Logger = log
 			c, err := llm.New(cfg)
 			if err == nil {

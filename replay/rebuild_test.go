@@ -30,7 +30,7 @@ func TestRebuildMatchesLive(t *testing.T) {
 		}},
 		{"agent", func(t *testing.T, b *bus.Bus, url, runID, work string) {
 			model := scriptedAgentModel(t, notesOnlyReplies())
-			startAgent(t, url)
+			startAgent(t, url, 256) // prompts and replies in blobs
 			submitTask(t, b, runID, catalog.RunConfig{Task: "What is the answer?", WorkDir: work,
 				Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted"}, MaxSteps: 10})
 			if fin := waitFinished(t, b, runID, time.Minute); fin.Outcome != catalog.OutcomeResolved {

@@ -276,7 +276,9 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 			mu.Lock()
 			var first *Divergence
 			for i := seen; i < len(divs); i++ {
-				if divs[i].stops() {
+				// Refused model calls stop the run through the agent
+				// (it ends it FAILED); a changed step is stopped here.
+				if divs[i].Kind == KindAction {
 					first = &divs[i]
 					break
 				}

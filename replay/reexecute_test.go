@@ -22,12 +22,13 @@ import (
 )
 
 // recordNotesRun records a real agent run (notes and a submit, no
-// command) and returns its export file.
-func recordNotesRun(t *testing.T, runID string) string {
+// command) and returns its export file. A threshold > 0 puts bigger model
+// I/O in blobs.
+func recordNotesRun(t *testing.T, runID string, threshold int) string {
 	t.Helper()
 	srv, b := bustest.New(t)
 	model := scriptedAgentModel(t, notesOnlyReplies())
-	startAgent(t, srv.ClientURL())
+	startAgent(t, srv.ClientURL(), threshold)
 	submitTask(t, b, runID, catalog.RunConfig{Task: "What is the answer?", WorkDir: filepath.Join(t.TempDir(), "w"),
 		Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted"}, MaxSteps: 10})
 	if fin := waitFinished(t, b, runID, time.Minute); fin.Outcome != catalog.OutcomeResolved {
@@ -109,7 +110,7 @@ func reexecuteFile(t *testing.T, path, runID string, opts ReexecuteOptions) *Ree
 
 func TestReexecuteUnchangedRecording(t *testing.T) {
 	const runID = "rec-exec"
-	path := recordNotesRun(t, runID)
+	path := recordNotesRun(t, runID, 256) // model I/O in blobs
 	out := filepath.Join(t.TempDir(), "out")
 	res := reexecuteFile(t, path, runID, ReexecuteOptions{StopOnDivergence: true, Out: out})
 	if res.Diverged() || res.Stopped != "" || len(res.Incomplete) > 0 {
@@ -126,7 +127,7 @@ func TestReexecuteUnchangedRecording(t *testing.T) {
 
 func TestReexecuteTamperedStep(t *testing.T) {
 	const runID = "rec-tamper"
-	path := recordNotesRun(t, runID)
+	path := recordNotesRun(t, runID, 0)
 	bad := tamper(t, path, func(ev *bus.Event, d map[string]any) (bool, bool) {
 		if ev.Type == catalog.TypeAgentStep && d["step"] == 2.0 {
 			d["notes_text"] = "- the answer is 43"
@@ -160,7 +161,7 @@ func TestReexecuteTamperedStep(t *testing.T) {
 
 func TestReexecuteMissingCallAndChangedPrompt(t *testing.T) {
 	const runID = "rec-missing"
-	path := recordNotesRun(t, runID)
+	path := recordNotesRun(t, runID, 0) // prompts inline, to tamper with
 	missing := tamper(t, path, func(ev *bus.Event, d map[string]any) (bool, bool) {
 		return !(ev.Type == catalog.TypeModelResponded && d["call_id"] == "agent-s0003"), false
 	})
@@ -214,7 +215,7 @@ func TestReexecuteWithSandbox(t *testing.T) {
 	cfg := sandboxd.Config{Image: img, Memory: 512 << 20, PidsLimit: 256, Logger: bustest.Logger(t)}
 	rcfg := cfg
 	rcfg.WorkRoot, rcfg.SpoolDir = filepath.Join(root, "runs"), filepath.Join(root, "spool")
-	d, err := sandboxd.New(bustest.Connect(t, srv.ClientURL(), bus.Options{Source: "sandboxd"}), docker, rcfg)
+	d, err := sandboxd.New(bustest.Connect(t, srv.ClientURL(), bus.Options{Source: "sandboxd", ReadOnly: true}), docker, rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestReexecuteWithSandbox(t *testing.T) {
 		agentReply("read it", `{"tool":"shell","args":{"cmd":"cat answer.txt"}}`),
 		agentReply("done", `{"tool":"submit","args":{"answer":"42 (ev_0002)"}}`),
 	})
-	startAgent(t, srv.ClientURL())
+	startAgent(t, srv.ClientURL(), 0)
 	submitTask(t, b, runID, catalog.RunConfig{Task: "What number is in answer.txt?", WorkDir: filepath.Join(root, "work"),
 		Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted"}, MaxSteps: 10})
 	if fin := waitFinished(t, b, runID, 3*time.Minute); fin.Outcome != catalog.OutcomeResolved {

@@ -140,7 +140,7 @@ func TestReverifyAgentRun(t *testing.T) {
 	root := t.TempDir()
 	const orig = "rec-agent"
 	model := scriptedAgentModel(t, notesOnlyReplies())
-	startAgent(t, srv.ClientURL())
+	startAgent(t, srv.ClientURL(), 256)
 	submitTask(t, b, orig, catalog.RunConfig{Task: "What is the answer?", WorkDir: filepath.Join(root, "w"),
 		Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted"}, MaxSteps: 10})
 	waitFinished(t, b, orig, time.Minute)
