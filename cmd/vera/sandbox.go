@@ -50,7 +50,7 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.memory, "memory", sandboxd.DefaultMemory, "memory limit of a sandbox in bytes (also its swap limit)")
 	fl.Int64Var(&f.pids, "pids", sandboxd.DefaultPids, "process limit of a sandbox")
 	fl.Float64Var(&f.cpus, "cpus", sandboxd.DefaultCPUs, "CPU limit of a sandbox")
-	fl.IntVar(&f.concurrency, "concurrency", sandboxd.DefaultConcurrency, "runs served in parallel")
+	fl.IntVar(&f.concurrency, "concurrency", sandboxd.DefaultConcurrency, "requests handled at once, across runs (one run's agent commands always run in order; auditor checks run side by side)")
 }
 
 func (f *sandboxFlags) config(dataDir string, g *globals) sandboxd.Config {
