@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -243,6 +244,12 @@ func (o Options) DeadLetterStreamConfig() jetstream.StreamConfig {
 func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range []jetstream.StreamConfig{b.opts.StreamConfig(), b.opts.DeadLetterStreamConfig()} {
 		err := b.retryAPI(ctx, "create stream "+cfg.Name, func(actx context.Context) error {
+			// An update of a stream that already has this configuration
+			// changes nothing but races, inside nats-server, with consumers
+			// being created at the same moment: skip it.
+			if s, err := b.js.Stream(actx, cfg.Name); err == nil && sameStreamConfig(s.CachedInfo().Config, cfg) {
+				return nil
+			}
 			_, err := b.js.CreateOrUpdateStream(actx, cfg)
 			return err
 		})
@@ -257,6 +264,15 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 		_, err := b.blobStore(actx)
 		return err
 	})
+}
+
+// sameStreamConfig reports whether the stored configuration has every
+// setting VERA gives its streams.
+func sameStreamConfig(have, want jetstream.StreamConfig) bool {
+	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Storage == want.Storage && have.Retention == want.Retention && have.Discard == want.Discard &&
+		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates && have.MaxMsgSize == want.MaxMsgSize &&
+		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge
 }
 
 // retryAPI calls op with a per-attempt timeout, retrying timeouts and

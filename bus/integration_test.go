@@ -68,6 +68,16 @@ func TestStreamsConfigured(t *testing.T) {
 	if err := b.EnsureStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A connection with other settings updates the stream.
+	srvURL := b.Conn().ConnectedUrl()
+	other := bustest.Connect(t, srvURL, bus.Options{DedupWindow: 5 * time.Minute})
+	s, err = other.JetStream().Stream(ctx, bus.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Duplicates; got != 5*time.Minute {
+		t.Errorf("dedup window after reconnecting with 5m = %v", got)
+	}
 }
 
 func TestPublishDedup(t *testing.T) {
