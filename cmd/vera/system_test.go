@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,10 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
 
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/internal/dockertest"
@@ -28,69 +23,10 @@ const (
 	newsURL     = "http://news.example/vera-1-2.html"
 )
 
-const systemWebServer = `
-import http.server
-P = {
-  ("releases.vera.example", "/1.2.html"): "<html><title>VERA 1.2.0</title><body>VERA 1.2.0 was released on 2026-03-14. Changes: replay --reexecute, SCOUT gating.</body></html>",
-  ("news.example", "/vera-1-2.html"): "<html><title>News</title><body>Independent report: the VERA project shipped version 1.2.0 on 14 March 2026 (2026-03-14).</body></html>",
-}
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        host = self.headers.get("Host", "").split(":")[0]
-        body = P.get((host, self.path.split("?")[0]))
-        data = (body or "not found").encode()
-        self.send_response(200 if body else 404)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer(("", 80), H).serve_forever()
-`
-
-// startSystemWeb starts the web container on netName and waits until it
-// answers.
-func startSystemWeb(t *testing.T, docker *client.Client, img, netName string) {
-	t.Helper()
-	ctx := context.Background()
-	created, err := docker.ContainerCreate(ctx,
-		&container.Config{Image: img, User: "0:0", Cmd: []string{"python3", "-u", "-c", systemWebServer}, Labels: map[string]string{"vera.test": "true"}},
-		&container.HostConfig{NetworkMode: container.NetworkMode(netName)},
-		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{"releases.vera.example", "news.example"}}}},
-		nil, dockertest.Name(t, "web"))
-	if err != nil {
-		t.Fatalf("create web container: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = docker.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
-	})
-	if err := docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("start web container: %v", err)
-	}
-	probe := []string{"python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 80), 1)"}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ex, err := docker.ContainerExecCreate(ctx, created.ID, container.ExecOptions{Cmd: probe})
-		if err == nil {
-			if err = docker.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{}); err == nil {
-				for range 50 {
-					ins, ierr := docker.ContainerExecInspect(ctx, ex.ID)
-					if ierr == nil && !ins.Running && ins.ExitCode == 0 {
-						return
-					}
-					if ierr != nil || !ins.Running {
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web server not listening after 60s (last error %v)", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// systemPages are the pages of that web server.
+var systemPages = []dockertest.Page{
+	{Host: "releases.vera.example", Path: "/1.2.html", Body: "<html><title>VERA 1.2.0</title><body>VERA 1.2.0 was released on 2026-03-14. Changes: replay --reexecute, SCOUT gating.</body></html>"},
+	{Host: "news.example", Path: "/vera-1-2.html", Body: "<html><title>News</title><body>Independent report: the VERA project shipped version 1.2.0 on 14 March 2026 (2026-03-14).</body></html>"},
 }
 
 var (
@@ -176,7 +112,7 @@ func TestSystemAuditedRun(t *testing.T) {
 	img := imagetest.Ensure(t)
 	t.Setenv("NATS_URL", "")
 	netName := dockertest.Network(t, docker)
-	startSystemWeb(t, docker, img, netName)
+	dockertest.WebServer(t, docker, img, netName, systemPages)
 	model := scriptedmodel.Start(t, scriptedmodel.WithRules(auditedScript()))
 
 	addr := bustest.FreeAddr(t)
