@@ -3,6 +3,7 @@ package dockertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -111,8 +112,4 @@ func probeOnce(ctx context.Context, cli *client.Client, id string, cmd []string)
 	return errProbe
 }
 
-var errProbe = probeError("probe failed")
-
-type probeError string
-
-func (e probeError) Error() string { return string(e) }
+var errProbe = errors.New("probe failed")
