@@ -81,6 +81,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	clients map[catalog.ModelConfig]llm.Completer
+	runs    map[string]*runEntry // guarded by mu
 }
 
 func (a *Agent) log() *slog.Logger {
@@ -131,13 +132,21 @@ func (a *Agent) Run(ctx context.Context) error {
 // Advance takes every decision run runID is ready for, then returns: when
 // the run waits for a tool result, or is finished. A lost fencing race
 // (another worker decided first) is followed by a re-read, which finds the
-// work done.
+// work done. Deliveries of one run are advanced one at a time by an Agent
+// (see runEntry).
 func (a *Agent) Advance(ctx context.Context, runID string) error {
+	e, err := a.acquire(ctx, runID)
+	if err != nil {
+		return err
+	}
+	defer a.release(runID, e)
+	e.stale = true // the delivery says something was stored
 	conflicts := 0
 	for {
-		done, err := a.next(ctx, runID)
+		done, err := a.next(ctx, e, runID)
 		switch {
 		case errors.Is(err, bus.ErrConflict):
+			e.stale = true // read what the other writer stored
 			conflicts++
 			if conflicts > maxConflicts {
 				return fmt.Errorf("run %s: %w (gave up after %d re-reads)", runID, err, conflicts)
@@ -145,6 +154,7 @@ func (a *Agent) Advance(ctx context.Context, runID string) error {
 			a.log().Debug("fenced out; re-reading", "run", runID, "err", err)
 			continue
 		case err != nil:
+			e.view = nil
 			return err
 		case done:
 			return nil
@@ -157,18 +167,40 @@ func (a *Agent) Advance(ctx context.Context, runID string) error {
 
 // publish stores one event built for run v unless the run already holds
 // an event with its id.
+//
+// Without options it is fenced on the run at the last sequence v holds
+// (RunFilter): every decision and follow-up is. When v is exact (not
+// dirty), a publish that stores a new event is then applied to v as if
+// read back (encoded and decoded): v stays exactly the stream's run
+// without a re-read, since nothing else of the run was stored between
+// v.lastSeq and the event. Any other
+// publish (fenced otherwise, or a duplicate of an event stored earlier)
+// marks v dirty: the next decision re-reads the run. A lost race returns
+// bus.ErrConflict; the caller re-reads and decides again, and skips what
+// the other writer stored.
 func (a *Agent) publish(ctx context.Context, v *runView, p bus.Payload, id, cause string, opts ...bus.PublishOption) error {
-	if v.ids[id] {
+	if v.ids[id] || v.sent[id] {
 		return nil
 	}
 	ev, err := a.Bus.Events.New(v.runID, p, bus.WithID(id), func(e *bus.Event) { e.CausationID = cause })
 	if err != nil {
 		return fmt.Errorf("build %s: %w", p.EventType(), err)
 	}
-	if _, err := a.Bus.Publish(ctx, ev, opts...); err != nil {
+	onRun := len(opts) == 0
+	if onRun {
+		opts = []bus.PublishOption{a.fence(v)}
+	}
+	ack, err := a.Bus.Publish(ctx, ev, opts...)
+	if err != nil {
 		return fmt.Errorf("publish %s for run %s: %w", p.EventType(), v.runID, err)
 	}
-	v.ids[id] = true
+	if onRun && !v.dirty && !ack.Duplicate && ack.Sequence > v.lastSeq && v.applyOwn(ev, ack.Sequence) {
+		return nil
+	}
+	if v.sent == nil {
+		v.sent = map[string]bool{}
+	}
+	v.sent[id] = true
 	v.dirty = true
 	return nil
 }

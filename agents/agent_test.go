@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // harness is a real bus, a scripted model server and a test double of
 // sandboxd on the bus (it answers vera.tool.requested with canned output).
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	bus   *bus.Bus
 	model *scriptedmodel.Server
@@ -41,7 +41,7 @@ type harness struct {
 	clients []*llm.Client
 }
 
-func newHarness(t *testing.T, opts ...scriptedmodel.Option) *harness {
+func newHarness(t testing.TB, opts ...scriptedmodel.Option) *harness {
 	t.Helper()
 	srv := bustest.StartServer(t)
 	h := &harness{t: t, url: srv.ClientURL()}

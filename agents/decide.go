@@ -21,8 +21,8 @@ const (
 
 // next rebuilds run runID and takes its next decision. done is true when
 // the run needs nothing more until a new event arrives.
-func (a *Agent) next(ctx context.Context, runID string) (done bool, err error) {
-	v, err := a.load(ctx, runID)
+func (a *Agent) next(ctx context.Context, e *runEntry, runID string) (done bool, err error) {
+	v, err := a.refresh(ctx, e, runID)
 	if err != nil {
 		return false, err
 	}
@@ -45,7 +45,7 @@ func (a *Agent) next(ctx context.Context, runID string) (done bool, err error) {
 			return false, nil // re-read what was just published
 		}
 	}
-	return a.takeStep(ctx, v)
+	return a.takeStep(ctx, e, v)
 }
 
 // start publishes vera.run.started with the effective configuration. It
@@ -323,7 +323,7 @@ func (a *Agent) finish(ctx context.Context, v *runView, outcome catalog.Outcome,
 // takeStep decides the next step: the budget, the model call (or the
 // recorded reply of an earlier attempt), the parse and the policy, then
 // publishes vera.agent.step fenced on the run.
-func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
+func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, error) {
 	last := v.lastStep()
 	n, cause := 1, v.startedEv
 	if last != nil {
@@ -366,7 +366,7 @@ func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
 			}
 			// Fence on the stream as it is now, the failed attempts'
 			// events included.
-			v, err = a.load(ctx, v.runID)
+			v, err = a.reread(ctx, e, v.runID)
 			if err != nil {
 				return false, err
 			}
@@ -382,7 +382,7 @@ func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
 		}
 		// Decide from the stream as it is now (the recorded response
 		// included), exactly as a worker resuming here would.
-		v, err = a.load(ctx, v.runID)
+		v, err = a.reread(ctx, e, v.runID)
 		if err != nil {
 			return false, err
 		}
@@ -404,7 +404,7 @@ func (a *Agent) takeStep(ctx context.Context, v *runView) (bool, error) {
 		step.RequestID = RequestID(n)
 	}
 	id := bus.DeriveID(cause.ID, fmt.Sprintf("agent/step/%d", n))
-	return false, a.publish(ctx, v, step, id, cause.ID, a.fence(v))
+	return false, a.publish(ctx, v, step, id, cause.ID) // fenced on the run
 }
 
 // recorded returns the text of a successful recorded agent model call.

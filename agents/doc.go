@@ -2,11 +2,17 @@
 //
 // An [Agent] runs one durable consumer ("agent" by default) on
 // vera.task.submitted, vera.tool.finished, vera.logic.verdict and
-// vera.audit.feedback. It remembers nothing between deliveries: every
-// delivery rebuilds its run from the run's events (bus.Read with the run
-// id: the configuration, steps, tool requests and results, evidence,
-// notes, policy events and recorded model responses) and takes every
-// decision the run is ready for ([Agent.Advance]), in this order:
+// vera.audit.feedback. It remembers nothing the stream does not hold:
+// every delivery brings its view of the run up to date with the stream
+// (the configuration, steps, tool requests and results, evidence, notes,
+// policy events and recorded model responses) and takes every decision
+// the run is ready for ([Agent.Advance]). The view is a cache kept
+// between deliveries of a run, keyed by the stream sequence of its last
+// event: a delivery reads only the events stored since, starting at that
+// last event to check that the stream still holds it (else, and after any
+// error, the run is read whole); the agent's own fenced publishes extend
+// it as if read back. One goroutine of an Agent advances a run at a time.
+// The decisions, in this order:
 //
 //  1. no vera.run.started yet: publish it with the effective
 //     configuration (defaults filled in), fenced on its own subject and
@@ -50,10 +56,12 @@
 // decision was taken from: if anything was stored since — another worker's
 // step, a late verdict — the publish fails with bus.ErrConflict, and the
 // agent re-reads and decides again from the longer history (where it
-// usually finds the work done). The follow-ups of a stored decision are
-// not fenced: their ids derive from the decision's event (bus.DeriveID),
-// they are computed from the stored events alone, and the agent skips any
-// id the run already holds, so a redelivery, a restart or a second worker
+// usually finds the work done). The follow-ups of a stored decision
+// (evidence, ledger lines, policy events, the tool request…) are fenced
+// the same way, which keeps the cached view exact (see Agent.publish);
+// their ids derive from the decision's event (bus.DeriveID), they are
+// computed from the stored events alone, and the agent skips any id the
+// run already holds, so a redelivery, a restart or a second worker
 // publishes each of them once. Two workers may both call the model for one
 // step in a race; their calls share a call id and cause, hence their model
 // I/O event ids, and only one step is stored.

@@ -87,7 +87,7 @@ func childMain() int {
 
 // child is an agent process started from the test binary.
 type child struct {
-	t   *testing.T
+	t   testing.TB
 	cmd *exec.Cmd
 	out *lockedBuf
 }

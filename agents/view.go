@@ -51,6 +51,8 @@ type runView struct {
 	finished    *catalog.RunFinished
 	cancelled   bool
 	lastSeq     uint64 // stream sequence of the last event read (the fence)
+	lastSubject string // subject and id of that event (see readInto)
+	lastID      string
 
 	ids      map[string]bool // every event id of the run
 	steps    []stepRec       // in step order
@@ -69,8 +71,9 @@ type runView struct {
 	fbByRnd  map[int]feedbackRec         // round → the auditor's feedback
 	usage    catalog.TokenUsage
 
-	state *ledger.State // fold of every event
-	dirty bool          // the agent published since the read
+	state *ledger.State   // fold of every event
+	dirty bool            // the agent published since the read
+	sent  map[string]bool // ids the agent published since the read
 }
 
 // load reads run runID from the stream and rebuilds its view.
@@ -89,11 +92,34 @@ func (a *Agent) load(ctx context.Context, runID string) (*runView, error) {
 		fbByRnd:  map[int]feedbackRec{},
 		state:    ledger.NewState(a.Policy),
 	}
-	for rec, err := range a.Bus.Read(ctx, bus.ReadOptions{RunID: runID}) {
+	if _, err := a.readInto(ctx, v, 0); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// readInto applies to v the run's events stored from sequence from on.
+// With from > 0, from must be v.lastSeq: the first event read must be the
+// last one v holds (same sequence, subject and id), which verifies that
+// the stream still holds what v was built from; ok is false, and v
+// unchanged, when it does not. After an error v may hold part of the new
+// events: discard it.
+func (a *Agent) readInto(ctx context.Context, v *runView, from uint64) (ok bool, err error) {
+	first := from > 0
+	for rec, err := range a.Bus.Read(ctx, bus.ReadOptions{RunID: v.runID, FromSeq: from}) {
 		if err != nil {
-			return nil, fmt.Errorf("read run %s: %w", runID, err)
+			return false, fmt.Errorf("read run %s: %w", v.runID, err)
 		}
-		v.lastSeq = max(v.lastSeq, rec.Sequence)
+		if first {
+			first = false
+			if rec.Sequence != v.lastSeq || rec.Subject != v.lastSubject || rec.Event.ID != v.lastID {
+				return false, nil
+			}
+			continue
+		}
+		if rec.Sequence > v.lastSeq {
+			v.lastSeq, v.lastSubject, v.lastID = rec.Sequence, rec.Subject, rec.Event.ID
+		}
 		if rec.Err != nil {
 			continue // malformed: the consumers dead-letter it
 		}
@@ -111,7 +137,33 @@ func (a *Agent) load(ctx context.Context, runID string) (*runView, error) {
 		}
 		v.apply(ev, rec.Sequence, p)
 	}
-	return v, nil
+	return !first, nil
+}
+
+// applyOwn applies an event the agent just stored at sequence seq, fenced
+// on the run at v.lastSeq (so nothing else of the run was stored between),
+// exactly as reading it back would: false if it cannot be re-decoded.
+func (v *runView) applyOwn(ev bus.Event, seq uint64) bool {
+	raw, err := ev.Marshal()
+	if err != nil {
+		return false
+	}
+	back, err := bus.ParseEvent(raw)
+	if err != nil {
+		return false
+	}
+	subj, err := back.NATSSubject()
+	if err != nil {
+		return false
+	}
+	p, err := catalog.Decode(back.Type, back.Data)
+	if err != nil {
+		return false
+	}
+	v.lastSeq, v.lastSubject, v.lastID = seq, subj, back.ID
+	v.ids[back.ID] = true
+	v.apply(back, seq, p)
+	return true
 }
 
 func (v *runView) apply(ev bus.Event, seq uint64, p catalog.Payload) {
