@@ -37,6 +37,10 @@ var consumedTypes = []string{
 	catalog.TypeAuditFeedback,
 }
 
+// errRunCancelled is the cause of an Advance interrupted by
+// vera.run.cancelled.
+var errRunCancelled = errors.New("run cancelled")
+
 // Agent is the VERA research agent as a bus consumer. It keeps no state
 // between deliveries: every delivery rebuilds its run from the stream and
 // takes the next decision (see the package documentation).
@@ -93,7 +97,9 @@ func (a *Agent) log() *slog.Logger {
 
 // Run consumes vera.task.submitted, vera.tool.finished, vera.logic.verdict
 // and vera.audit.feedback with the durable consumer until ctx ends, and
-// advances the run of every event it receives.
+// advances the run of every event it receives. It also follows
+// vera.run.cancelled: a cancellation interrupts the run's model call in
+// flight.
 func (a *Agent) Run(ctx context.Context) error {
 	if a.Bus == nil {
 		return errors.New("agents: Agent.Bus is nil")
@@ -124,6 +130,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		Backoff:      a.Backoff,
 		DrainTimeout: drain,
 	}
+	// vera.run.cancelled is followed apart from the consumer, whose
+	// deliveries of one run wait for each other: it must reach the
+	// delivery in progress.
+	fctx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		a.followCancels(fctx)
+	}()
+	defer func() { stopFollow(); <-followed }()
 	return a.Bus.Consume(ctx, cfg, func(hctx context.Context, m *bus.Message) error {
 		return a.Advance(hctx, m.Event.RunID)
 	})
@@ -140,6 +156,16 @@ func (a *Agent) Advance(ctx context.Context, runID string) error {
 		return err
 	}
 	defer a.release(runID, e)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.mu.Lock()
+	e.cancel = cancel // for interrupt
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		e.cancel = nil
+		a.mu.Unlock()
+	}()
 	e.stale = true // the delivery says something was stored
 	conflicts := 0
 	for {
@@ -155,13 +181,52 @@ func (a *Agent) Advance(ctx context.Context, runID string) error {
 			continue
 		case err != nil:
 			e.view = nil
+			if errors.Is(context.Cause(ctx), errRunCancelled) {
+				return nil // nothing more is decided for a cancelled run
+			}
 			return err
 		case done:
 			return nil
 		}
 		if ctx.Err() != nil {
+			if errors.Is(context.Cause(ctx), errRunCancelled) {
+				return nil
+			}
 			return ctx.Err()
 		}
+	}
+}
+
+// followCancels interrupts the run of every vera.run.cancelled stored
+// from now on until ctx ends (a run cancelled earlier is not advanced:
+// its view says so).
+func (a *Agent) followCancels(ctx context.Context) {
+	for {
+		for rec, err := range a.Bus.Read(ctx, bus.ReadOptions{Types: []string{catalog.TypeRunCancelled}, Follow: true, OnlyNew: true}) {
+			if err != nil {
+				a.log().Warn("following run cancellations", "err", err)
+				break
+			}
+			if rec.Err == nil {
+				a.interrupt(rec.Event.RunID)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// interrupt cancels the Advance in progress for run runID, if any: its
+// model call ends at once (the run was cancelled; the delivery of
+// vera.run.cancelled then finds nothing more to decide).
+func (a *Agent) interrupt(runID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e := a.runs[runID]; e != nil && e.cancel != nil {
+		e.cancel(errRunCancelled)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/vera-run/vera/agents/protocol"
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
@@ -311,6 +312,13 @@ func TestRunResolvesWithEvidenceAndNotes(t *testing.T) {
 	started := ofType[*catalog.RunStarted](ds)[0]
 	if started.AgentID != "a1" || started.Config.Policy.NotesInterval != 3 || started.Config.Sandbox.ToolTimeoutMS != DefaultToolTimeoutMS {
 		t.Errorf("run.started = %+v", started)
+	}
+	if started.SystemPrompt == nil {
+		t.Error("run.started does not record the system prompt")
+	} else if text, err := h.bus.GetBlob(context.Background(), started.SystemPrompt.Digest); err != nil || string(text) != protocol.SystemPrompt() {
+		t.Errorf("system prompt blob: %v, %d bytes, want the %d of protocol.SystemPrompt()", err, len(text), len(protocol.SystemPrompt()))
+	} else if got := h.model.Requests()[0].Messages[0].Text; got != string(text) {
+		t.Error("the recorded system prompt is not the one the model got")
 	}
 	reqs := ofType[*catalog.ToolRequested](ds)
 	if len(reqs) != 2 || reqs[0].RequestID != "req-s0001" || reqs[1].RequestID != "req-s0003" {

@@ -21,10 +21,11 @@ const maxCachedRuns = 256
 // re-read would give, at the cost of reading only the new events; a
 // restarted agent starts with an empty cache.
 type runEntry struct {
-	lock  chan struct{} // one slot: the goroutine advancing the run
-	view  *runView      // nil: read the run whole
-	stale bool          // read what was stored since before the next decision
-	refs  int           // goroutines holding or waiting for the entry; guarded by Agent.mu
+	lock   chan struct{}           // one slot: the goroutine advancing the run
+	view   *runView                // nil: read the run whole
+	stale  bool                    // read what was stored since before the next decision
+	refs   int                     // goroutines holding or waiting for the entry; guarded by Agent.mu
+	cancel context.CancelCauseFunc // interrupts the Advance holding the entry; guarded by Agent.mu
 }
 
 // acquire returns run runID's entry, locked for the caller.

@@ -72,7 +72,13 @@ func (a *Agent) start(ctx context.Context, v *runView) error {
 		fill(&cfg.Auditor.MaxRounds, DefaultAuditRounds)
 		fill(&cfg.Auditor.StopScore, DefaultAuditStopScore)
 	}
-	p := catalog.RunStarted{AgentID: a.ID, Version: a.Version, Config: cfg}
+	// The system prompt in force, by digest (the same text, the same blob).
+	sys, err := a.Bus.PutBlob(ctx, []byte(protocol.SystemPrompt()), "text/plain; charset=utf-8")
+	if err != nil {
+		return fmt.Errorf("store the system prompt: %w", err)
+	}
+	sys.Name = "system_prompt.txt"
+	p := catalog.RunStarted{AgentID: a.ID, Version: a.Version, Config: cfg, SystemPrompt: &sys}
 	id := bus.DeriveID(v.submittedEv.ID, "agent/run.started")
 	return a.publish(ctx, v, p, id, v.submittedEv.ID, bus.ExpectLastSequence("", 0))
 }

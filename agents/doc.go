@@ -86,9 +86,12 @@
 // The effective configuration in vera.run.started fills the auditor's
 // round cap and stop score (DefaultAuditRounds, DefaultAuditStopScore).
 //
-// # Not yet
+// # Cancellation
 //
-// vera.run.cancelled is honoured (nothing more is decided) but an
-// in-flight model call is not interrupted. The system prompt is not
-// recorded as a blob in vera.run.started yet.
+// The agent follows vera.run.cancelled (an ordered read of new events,
+// beside its consumer): a cancellation interrupts the run's Advance in
+// progress in this process (its model call ends at once, recorded as a
+// cancelled attempt), and nothing more is decided for the run. The system
+// prompt in force is recorded in vera.run.started (system_prompt, a blob
+// by digest).
 package agents

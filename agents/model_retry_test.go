@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,56 @@ func TestModelTimeoutRetried(t *testing.T) {
 	reqs := ofType[*catalog.ModelRequested](ds)
 	if len(reqs) != 2 || reqs[0].TimeoutMS != 300 {
 		t.Errorf("requests = %s", dump(reqs))
+	}
+}
+
+// TestCancelInterruptsModelCall: vera.run.cancelled ends the run's model
+// call in flight at once (the scripted server would hold the reply for
+// minutes), the attempt is recorded as cancelled and not retried, and
+// nothing more is decided for the run.
+func TestCancelInterruptsModelCall(t *testing.T) {
+	slow := scriptedmodel.Text(reply(shell("ls"), "continuing"))
+	slow.Delay = 5 * time.Minute
+	h := newHarness(t, scriptedmodel.WithRules(scriptedmodel.Step(1, slow)))
+	h.tools(echoTools)
+	h.start(h.newAgent("a1"))
+	h.submit("run-cancel", catalog.RunConfig{})
+	ctx := context.Background()
+	if err := h.model.WaitForRequests(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := h.bus.Events.New("run-cancel", catalog.RunCancelled{RequestedBy: "test", Reason: "enough"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.bus.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitUntil(t, "the model call to end", func() bool {
+		for _, r := range ofType[*catalog.ModelResponded](h.events("run-cancel")) {
+			if r.CallID == CallID(1) {
+				return true
+			}
+		}
+		return false
+	})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the model call ended %v after the cancellation", d)
+	}
+	time.Sleep(500 * time.Millisecond) // anything the agent would still do
+	ds := h.events("run-cancel")
+	rs := responses(ds, CallID(1))
+	if len(rs) != 1 || rs[0].Error == "" || rs[0].Retryable {
+		t.Errorf("responses = %s, want one cancelled attempt", dump(rs))
+	}
+	if n := h.model.Count(); n != 1 {
+		t.Errorf("%d model calls, want 1 (no retry after a cancellation)", n)
+	}
+	if n := len(ofType[*catalog.AgentStep](ds)); n != 0 {
+		t.Errorf("%d steps after the cancellation", n)
+	}
+	if n := h.model.InFlight(); n != 0 {
+		t.Errorf("%d model requests still in flight", n)
 	}
 }
