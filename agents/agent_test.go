@@ -18,6 +18,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/bus/embedded"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/internal/scriptedmodel"
@@ -44,7 +45,12 @@ type harness struct {
 
 func newHarness(t testing.TB, opts ...scriptedmodel.Option) *harness {
 	t.Helper()
-	srv := bustest.StartServer(t)
+	return newHarnessOn(t, bustest.StartServer(t), opts...)
+}
+
+// newHarnessOn is newHarness on a given server.
+func newHarnessOn(t testing.TB, srv *embedded.Server, opts ...scriptedmodel.Option) *harness {
+	t.Helper()
 	h := &harness{t: t, url: srv.ClientURL()}
 	h.bus = bustest.Connect(t, h.url, bus.Options{Source: "test"})
 	h.model = scriptedmodel.Start(t, opts...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/bus/embedded"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
@@ -34,13 +35,30 @@ const benchStepsPerRun = 30
 // fast model. Run with:
 //
 //	go test -run '^$' -bench BenchmarkStep -benchtime 5x ./agents
+//
+// The fsync=interval variants run the same on a server that flushes its
+// store every 2 minutes instead of after every write (NATS's own default),
+// to tell the agent's cost apart from the disk's.
 func BenchmarkStep(b *testing.B) {
-	for _, delay := range []time.Duration{0, 50 * time.Millisecond} {
-		b.Run("model="+delay.String(), func(b *testing.B) { benchStep(b, delay) })
+	for _, fsync := range []string{"always", "interval"} {
+		for _, delay := range []time.Duration{0, 50 * time.Millisecond} {
+			b.Run("fsync="+fsync+"/model="+delay.String(), func(b *testing.B) {
+				opts := embedded.Options{DataDir: b.TempDir(), Listen: "127.0.0.1:0", ServerName: "bench"}
+				if fsync == "interval" {
+					opts.SyncInterval = 2 * time.Minute
+				}
+				srv, err := embedded.Start(opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(srv.Shutdown)
+				benchStep(b, srv, delay)
+			})
+		}
 	}
 }
 
-func benchStep(b *testing.B, delay time.Duration) {
+func benchStep(b *testing.B, srv *embedded.Server, delay time.Duration) {
 	rule := scriptedmodel.OnFunc(func(req scriptedmodel.Request) (scriptedmodel.Reply, bool) {
 		n := stepOf(req.LastUserMessage())
 		text := reply(shell("true"), "continuing")
@@ -51,7 +69,7 @@ func benchStep(b *testing.B, delay time.Duration) {
 		r.Delay = delay
 		return r, true
 	})
-	h := newHarness(b, scriptedmodel.WithRules(rule))
+	h := newHarnessOn(b, srv, scriptedmodel.WithRules(rule))
 	h.tools(func(catalog.ToolRequested) catalog.ToolFinished {
 		return catalog.ToolFinished{ExitCode: 0, DurationMS: 0}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -92,6 +93,9 @@ type Bus struct {
 	js       jetstream.JetStream
 	ownsConn bool
 	log      *slog.Logger
+
+	streamMu sync.Mutex
+	stream   jetstream.Stream // handle of stream VERA for direct reads, once looked up
 
 	// Events builds envelopes stamped with this bus's source, clock and ids.
 	Events *Factory

@@ -233,6 +233,44 @@ func TestPublishBatch(t *testing.T) {
 	}
 }
 
+// TestCatchUpReadCrossesToAConsumer: a read of one run from a sequence
+// gets its first messages one by one and the rest through an ordered
+// consumer, in order, each once.
+func TestCatchUpReadCrossesToAConsumer(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	var first uint64
+	for i := range 100 {
+		for _, run := range []string{"a", "b"} {
+			ack, err := b.Publish(ctx, mustEvent(t, b, run, note{N: i}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 10 && run == "a" {
+				first = ack.Sequence
+			}
+		}
+	}
+	want := 10
+	var last uint64
+	for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: "a", FromSeq: first}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n note
+		if err := rec.Event.DecodeData(&n); err != nil || rec.Event.RunID != "a" {
+			t.Fatalf("record %+v: %v", rec, err)
+		}
+		if n.N != want || rec.Sequence <= last {
+			t.Fatalf("got note %d at %d after %d, want note %d", n.N, rec.Sequence, last, want)
+		}
+		want, last = want+1, rec.Sequence
+	}
+	if want != 100 {
+		t.Errorf("read up to note %d, want 99", want-1)
+	}
+}
+
 func TestReadOptions(t *testing.T) {
 	_, b := bustest.New(t)
 	ctx := ctxT(t)
@@ -266,6 +304,12 @@ func TestReadOptions(t *testing.T) {
 	}
 	if n := count(bus.ReadOptions{FromSeq: seqs[6]}); n != 4 {
 		t.Errorf("from seq: %d", n)
+	}
+	if n := count(bus.ReadOptions{FromSeq: seqs[6], RunID: "run1"}); n != 2 {
+		t.Errorf("run1 from seq: %d", n)
+	}
+	if n := count(bus.ReadOptions{FromSeq: seqs[9] + 1, RunID: "run1"}); n != 0 {
+		t.Errorf("run1 past the end: %d", n)
 	}
 	if n := count(bus.ReadOptions{RunID: "nope"}); n != 0 {
 		t.Errorf("empty run: %d", n)

@@ -47,6 +47,16 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			yield(Record{}, err)
 			return
 		}
+		if !opts.Follow && opts.FromSeq > 0 && len(filters) == 1 {
+			// A short catch-up read (the agent's, after each decision):
+			// message gets by sequence cost a round trip each, an ordered
+			// consumer several before its first message.
+			next, done := b.readDirect(ctx, filters[0], opts.FromSeq, yield)
+			if done {
+				return
+			}
+			opts.FromSeq = next
+		}
 		oc := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 		switch {
 		case opts.OnlyNew && opts.Follow:
@@ -107,6 +117,53 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			}
 		}
 	}
+}
+
+// directReadMax bounds the messages a catch-up read gets one by one
+// before it hands over to an ordered consumer.
+const directReadMax = 32
+
+// readDirect yields the messages on filter from sequence seq on, one get
+// each, until none is left (done) or directReadMax were read (then next is
+// where an ordered consumer should go on). An error is yielded (done).
+func (b *Bus) readDirect(ctx context.Context, filter string, seq uint64, yield func(Record, error) bool) (next uint64, done bool) {
+	s, err := b.streamHandle(ctx)
+	if err != nil {
+		yield(Record{}, fmt.Errorf("read %s: %w", StreamName, err))
+		return 0, true
+	}
+	for range directReadMax {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, true
+		}
+		if err != nil {
+			yield(Record{}, fmt.Errorf("read %s at %d: %w", StreamName, seq, err))
+			return 0, true
+		}
+		rec := Record{Sequence: m.Sequence, Subject: m.Subject, Stored: m.Time, Raw: m.Data}
+		rec.Event, rec.Err = ParseEvent(rec.Raw)
+		if !yield(rec, nil) {
+			return 0, true
+		}
+		seq = m.Sequence + 1
+	}
+	return seq, false
+}
+
+// streamHandle returns the handle of stream VERA, looked up once.
+func (b *Bus) streamHandle(ctx context.Context) (jetstream.Stream, error) {
+	b.streamMu.Lock()
+	defer b.streamMu.Unlock()
+	if b.stream != nil {
+		return b.stream, nil
+	}
+	s, err := b.js.Stream(ctx, StreamName)
+	if err != nil {
+		return nil, err
+	}
+	b.stream = s
+	return s, nil
 }
 
 // ReadRun is Read for one run from its start, collected into a slice of
