@@ -9,10 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/vera-run/vera/agents/ledger"
@@ -26,79 +24,15 @@ import (
 	"github.com/vera-run/vera/sandboxd/image/imagetest"
 )
 
-// webHosts are the host names the test's web server answers for, each a
-// Docker network alias of one container: two official domains of the
-// vendor (Acme) and an independent news site.
-var webHosts = []string{"acme.example", "newsroom.acme.example", "technews.example"}
-
-// webServer is the test's web server: a few HTML pages chosen by the Host
-// header, so that one container serves several domains.
-const webServer = `
-import http.server
-P = {
-  ("technews.example", "/search/"): "<html><title>TechNews search</title><body>TechNews search: 0 articles match. Latest Acme coverage: Widget 8 review (2024-03-04).</body></html>",
-  ("technews.example", "/news.html"): "<html><title>TechNews</title><body>TechNews, independent: Acme ships Widget 8; the company declined to comment on a successor.</body></html>",
-  ("newsroom.acme.example", "/search/"): "<html><title>Acme Newsroom</title><body>Acme Newsroom search: no press release matches your query.</body></html>",
-  ("acme.example", "/press.html"): "<html><title>Acme press</title><body>Acme press releases: Widget 8 now shipping (2024-03-01). Acme reports Q3 results.</body></html>",
-  ("acme.example", "/docs.html"): "<html><title>Acme docs</title><body>Widget 8 specification: 4 cores, 8 GB RAM.</body></html>",
-}
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        host = self.headers.get("Host", "").split(":")[0]
-        body = P.get((host, self.path.split("?")[0]))
-        code = 200 if body else 404
-        data = (body or "not found").encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-http.server.ThreadingHTTPServer(("", 80), H).serve_forever()
-`
-
-// startWeb starts the web server container on the test's network under
-// every name of webHosts and waits until it listens.
-func startWeb(t *testing.T, docker *client.Client, img, netName string) {
-	t.Helper()
-	ctx := context.Background()
-	created, err := docker.ContainerCreate(ctx,
-		&container.Config{Image: img, User: "0:0", Cmd: []string{"python3", "-u", "-c", webServer}, Labels: map[string]string{"vera.test": "true"}},
-		&container.HostConfig{NetworkMode: container.NetworkMode(netName)},
-		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: webHosts}}},
-		nil, dockertest.Name(t, "web"))
-	if err != nil {
-		t.Fatalf("create web container: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = docker.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
-	})
-	if err := docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("start web container: %v", err)
-	}
-	probe := []string{"python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 80), 1)"}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ex, err := docker.ContainerExecCreate(ctx, created.ID, container.ExecOptions{Cmd: probe})
-		if err == nil {
-			err = docker.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{})
-		}
-		if err == nil {
-			for range 50 {
-				ins, ierr := docker.ContainerExecInspect(ctx, ex.ID)
-				if ierr != nil || !ins.Running {
-					if ierr == nil && ins.ExitCode == 0 {
-						return
-					}
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web server not listening after 60s (last error %v)", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// webPages are the pages of the test's web server, one container on the
+// test's network answering for three domains (Docker network aliases): two
+// official domains of the vendor (Acme) and an independent news site.
+var webPages = []dockertest.Page{
+	{Host: "technews.example", Path: "/search/", Body: "<html><title>TechNews search</title><body>TechNews search: 0 articles match. Latest Acme coverage: Widget 8 review (2024-03-04).</body></html>"},
+	{Host: "technews.example", Path: "/news.html", Body: "<html><title>TechNews</title><body>TechNews, independent: Acme ships Widget 8; the company declined to comment on a successor.</body></html>"},
+	{Host: "newsroom.acme.example", Path: "/search/", Body: "<html><title>Acme Newsroom</title><body>Acme Newsroom search: no press release matches your query.</body></html>"},
+	{Host: "acme.example", Path: "/press.html", Body: "<html><title>Acme press</title><body>Acme press releases: Widget 8 now shipping (2024-03-01). Acme reports Q3 results.</body></html>"},
+	{Host: "acme.example", Path: "/docs.html", Body: "<html><title>Acme docs</title><body>Widget 8 specification: 4 cores, 8 GB RAM.</body></html>"},
 }
 
 // removeRunContainers removes the sandbox containers of the given runs.
@@ -165,7 +99,7 @@ func TestResearchEndToEnd(t *testing.T) {
 	docker := dockertest.Client(t)
 	img := imagetest.Ensure(t)
 	netName := dockertest.Network(t, docker)
-	startWeb(t, docker, img, netName)
+	dockertest.WebServer(t, docker, img, netName, webPages)
 
 	const runNeg, runFinal = "e2e-research-neg", "e2e-research-final"
 	t.Cleanup(func() { removeRunContainers(docker, runNeg, runFinal) })
