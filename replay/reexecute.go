@@ -351,24 +351,8 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 	}
 	res.Events = len(after)
 
-	if opts.Out != "" {
-		fr, err := Rebuild(ctx, e.bus, res.NewRun, opts.Out, RebuildOptions{Force: true, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		res.Files = &fr
-	}
-	if opts.Save != nil {
-		if _, err := e.bus.Export(ctx, opts.Save, bus.ExportOptions{RunID: res.NewRun}); err != nil {
-			return nil, fmt.Errorf("save replay run: %w", err)
-		}
-	}
-	if opts.Dest != nil {
-		progress("storing replay run %s on the bus", res.NewRun)
-		if _, err := transfer(ctx, e.bus, res.NewRun, opts.Dest); err != nil {
-			return nil, err
-		}
-		res.Copied = true
+	if res.Files, res.Copied, err = e.deliver(ctx, res.NewRun, opts.Out, opts.Save, opts.Dest, progress, log); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -272,25 +272,8 @@ func Reverify(ctx context.Context, src *bus.Bus, runID string, opts ReverifyOpti
 	res.Events = len(evs)
 	summarizeVerdicts(res, rec, evs)
 
-	if opts.Out != "" {
-		progress("writing the replay run's files to %s", opts.Out)
-		fr, err := Rebuild(ctx, e.bus, res.NewRun, opts.Out, RebuildOptions{Force: true, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		res.Files = &fr
-	}
-	if opts.Save != nil {
-		if _, err := e.bus.Export(ctx, opts.Save, bus.ExportOptions{RunID: res.NewRun}); err != nil {
-			return nil, fmt.Errorf("save replay run: %w", err)
-		}
-	}
-	if opts.Dest != nil {
-		progress("storing replay run %s on the bus", res.NewRun)
-		if _, err := transfer(ctx, e.bus, res.NewRun, opts.Dest); err != nil {
-			return nil, err
-		}
-		res.Copied = true
+	if res.Files, res.Copied, err = e.deliver(ctx, res.NewRun, opts.Out, opts.Save, opts.Dest, progress, log); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -387,4 +370,30 @@ func displayAction(st catalog.AgentStep) string {
 		return "submit: " + st.Answer
 	}
 	return string(st.ActionTool)
+}
+
+// deliver hands a replay run over: its files into out (when given), its
+// export to save, and its events to the bus dest.
+func (e *env) deliver(ctx context.Context, runID, out string, save io.Writer, dest *bus.Bus, progress func(string, ...any), log *slog.Logger) (files *RebuildResult, copied bool, err error) {
+	if out != "" {
+		progress("writing the replay run's files to %s", out)
+		fr, err := Rebuild(ctx, e.bus, runID, out, RebuildOptions{Force: true, Logger: log})
+		if err != nil {
+			return nil, false, err
+		}
+		files = &fr
+	}
+	if save != nil {
+		if _, err := e.bus.Export(ctx, save, bus.ExportOptions{RunID: runID}); err != nil {
+			return nil, false, fmt.Errorf("save replay run: %w", err)
+		}
+	}
+	if dest != nil {
+		progress("storing replay run %s on the bus", runID)
+		if _, err := transfer(ctx, e.bus, runID, dest); err != nil {
+			return nil, false, err
+		}
+		copied = true
+	}
+	return files, copied, nil
 }
