@@ -151,7 +151,8 @@ func TestBrowserDashboard(t *testing.T) {
 		}
 		m.Observe(ev)
 	}
-	publishObserved(runA, catalog.TaskSubmitted{RunConfig: catalog.RunConfig{Task: "existing task A", WorkDir: "/tmp/a"}, SubmittedBy: "cli"})
+	publishObserved(runA, catalog.TaskSubmitted{RunConfig: catalog.RunConfig{Task: "existing task A", WorkDir: "/tmp/a",
+		Model: catalog.ModelConfig{Name: "model-of-A"}, Auditor: catalog.AuditorConfig{Enabled: true}}, SubmittedBy: "cli"})
 	publishObserved(runA, note("note before the page opened"))
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.url+"/#token="+e.srv.Token())); err != nil {
@@ -164,6 +165,7 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	waitJS(t, ctx, "the stored events of A", `document.getElementById('notes').textContent.includes('note before the page opened')`)
 	waitJS(t, ctx, "A's task locked", `document.getElementById('task').readOnly && document.getElementById('task').value === 'existing task A'`)
+	waitJS(t, ctx, "A's own settings shown", `document.getElementById('template').textContent.startsWith('model model-of-A · auditor on')`)
 
 	// Live events, including one that would run script if rendered as HTML.
 	xss := `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`

@@ -171,9 +171,19 @@ function resetPanels() {
   $('max-steps').value = '';
 }
 
+// templateText describes the settings of runs started here; a submitted
+// run shows its own settings instead.
+let templateText = '';
+
+function settingsText(model, auditor, verifyfast, network) {
+  return 'model ' + (model || '(agent default)') + ' · auditor ' + (auditor ? 'on' : 'off') +
+    ' · VerifyFast ' + (verifyfast ? 'on' : 'off') + ' · network ' + (network ? 'on' : 'off');
+}
+
 function selectRun(id, knownState) {
   if (cur && cur.es) cur.es.close();
   resetPanels();
+  $('template').textContent = templateText;
   const run = newRunState(id);
   cur = run;
   hashParams.set('run', id);
@@ -314,6 +324,8 @@ function onEvent(run, ev, seq) {
         run.submitted = true;
         lockTask(true, d.task || '');
         $('max-steps').value = d.max_steps ?? '';
+        $('template').textContent = settingsText((d.model || {}).name, (d.auditor || {}).enabled,
+          (d.verifyfast || {}).enabled, (d.sandbox || {}).network);
         if (run.state === 'new' || run.state === 'unknown') setRunState(run, 'submitted');
       }
       break;
@@ -532,8 +544,8 @@ async function init() {
     const c = await r.json();
     metricsEnabled = !!c.metrics;
     $('global-metrics-box').hidden = !metricsEnabled;
-    $('template').textContent = 'model ' + (c.model || '(agent default)') + ' · auditor ' + (c.auditor ? 'on' : 'off') +
-      ' · VerifyFast ' + (c.verifyfast ? 'on' : 'off') + ' · network ' + (c.network ? 'on' : 'off');
+    templateText = settingsText(c.model, c.auditor, c.verifyfast, c.network);
+    $('template').textContent = templateText;
     $('max-steps').placeholder = String(c.max_steps ?? 0);
     if (!token) $('token').placeholder = 'token (see ' + c.token_file + ')';
   } catch (_) { /* the panels still work */ }
