@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/internal/dockertest"
@@ -109,6 +112,27 @@ func TestRunExitCodesAgainstVeraUp(t *testing.T) {
 	if code != exitUnresolved || !strings.Contains(out, "UNRESOLVED(step budget exhausted) after 2 steps") {
 		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUnresolved, out, errOut)
 	}
+	// Ctrl-C while the model thinks: the run is cancelled for everyone
+	// (vera.run.cancelled, the model call interrupted) and vera run exits 5.
+	slow := scriptedmodel.Start(t, scriptedmodel.WithFallback(scriptedmodel.Reply{Content: "THOUGHT: x", Delay: time.Minute}))
+	runOut, runErr, stopRun := start(t, "run", "--nats-url", "nats://"+addr, "--task", "Think slowly.", "--work-dir", t.TempDir(),
+		"--model-base-url", slow.URL(), "--model", "scripted")
+	waitFor(t, "the model call", func() bool { return slow.Count() > 0 })
+	if code := stopRun(); code != exitCancelled {
+		t.Errorf("interrupted vera run exited %d, want %d\n%s\n%s", code, exitCancelled, runOut, runErr)
+	}
+	if !strings.Contains(runErr.String(), "cancelled") {
+		t.Errorf("stderr: %s", runErr)
+	}
+	id := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(runOut.String())
+	if id == nil {
+		t.Fatalf("no run id in %q", runOut)
+	}
+	tail, _, _ := runCLI(t, "events", "tail", "--nats-url", "nats://"+addr, "--run", id[1], "--no-follow")
+	if !strings.Contains(tail, "run.cancelled") {
+		t.Errorf("no vera.run.cancelled on the stream:\n%s", tail)
+	}
+
 	// --json prints the envelopes.
 	out, _, code = runCLI(t, "run", "--nats-url", "nats://"+addr, "--task", "Think once.", "--work-dir", t.TempDir(),
 		"--model-base-url", model.URL(), "--model", "scripted", "--max-steps", "1", "--json")
@@ -137,5 +161,56 @@ func TestRunUsageErrors(t *testing.T) {
 	out, _, code := runCLI(t, "run", "--help")
 	if code != 0 || !strings.Contains(out, "Exit status:") || !strings.Contains(out, fmt.Sprintf("%d  UNRESOLVED", exitUnresolved)) {
 		t.Errorf("help: %d\n%s", code, out)
+	}
+}
+
+// TestComponentsAsSeparateCommands: the distributed layout, each component
+// its own command on one bus — `vera up` with only the bus and the
+// verifiers, `vera agent`, `vera projector` — and `vera run` against it.
+func TestComponentsAsSeparateCommands(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	model := scriptedmodel.Start(t, scriptedmodel.WithRules(byStep(map[int]string{
+		1: turn(`{"tool":"notes_append","args":{"text":"nothing to fetch"}}`, "none", "CONTINUE"),
+		2: turn(`{"tool":"submit","args":{"answer":"done"}}`, "none", "RESOLVED"),
+	}, "")))
+	addr := bustest.FreeAddr(t)
+	url := "nats://" + addr
+	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "", "--no-sandboxd",
+		"--no-agent", "--no-projector", "--log-level", "warn")
+	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
+	if c := upOut.String(); strings.Contains(c, "agent,") || strings.Contains(c, "projector") || strings.Contains(c, "dashboard") {
+		t.Errorf("vera up runs what it was told not to:\n%s", c)
+	}
+	_, agentErr, stopAgent := start(t, "agent", "--nats-url", url, "--agent-id", "agent-2", "--log-level", "warn")
+	_, projErr, stopProj := start(t, "projector", "--nats-url", url, "--metrics-listen", "127.0.0.1:0", "--log-level", "warn")
+	waitFor(t, "the projector's metrics address", func() bool { return strings.Contains(projErr.String(), "/metrics") })
+
+	work := t.TempDir()
+	out, errOut, code := runCLI(t, "run", "--nats-url", url, "--task", "Say done.", "--work-dir", work,
+		"--model-base-url", model.URL(), "--model", "scripted")
+	if code != 0 || !strings.Contains(out, "started by agent-2") {
+		t.Fatalf("vera run exited %d\n%s\n%s\nagent: %s", code, out, errOut, agentErr)
+	}
+	waitFor(t, "notes.md from vera projector", func() bool {
+		b, err := os.ReadFile(filepath.Join(work, "notes.md"))
+		return err == nil && string(b) == "nothing to fetch\n"
+	})
+	m := regexp.MustCompile(`metrics at (http://\S+/metrics)`).FindStringSubmatch(projErr.String())
+	if m == nil {
+		t.Fatalf("no metrics URL: %s", projErr)
+	}
+	waitFor(t, "the run in the metrics", func() bool {
+		resp, err := http.Get(m[1])
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `vera_events_total{type="vera.run.finished"} 1`)
+	})
+	for name, stop := range map[string]func() int{"agent": stopAgent, "projector": stopProj, "up": stopUp} {
+		if code := stop(); code != 0 {
+			t.Errorf("vera %s exited %d", name, code)
+		}
 	}
 }
