@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/agents"
 	"github.com/vera-run/vera/agents/ledger"
 	"github.com/vera-run/vera/bus"
-	"github.com/vera-run/vera/bus/catalog"
-	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
 )
 
@@ -35,16 +32,8 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 // runAgent runs the agent consumer on b until ctx ends. Each run's model
 // comes from its configuration; every call is recorded on the run.
 func runAgent(ctx context.Context, b *bus.Bus, f agentFlags, log *slog.Logger) error {
-	rec := llmbus.New(b, llmbus.Options{Logger: log})
-	var mu sync.Mutex
-	var clients []*llm.Client
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
+	models := newModelClients(llmbus.New(b, llmbus.Options{Logger: log}), log)
+	defer models.close()
 	a := &agents.Agent{
 		Bus:         b,
 		ID:          f.id,
@@ -52,18 +41,7 @@ func runAgent(ctx context.Context, b *bus.Bus, f agentFlags, log *slog.Logger) e
 		Logger:      log,
 		Policy:      ledger.DefaultPolicy(),
 		Concurrency: f.concurrency,
-		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
-			cfg := llmbus.Config(mc)
-			cfg.Recorder, cfg.Logger = rec, log
-			c, err := llm.New(cfg)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			clients = append(clients, c)
-			mu.Unlock()
-			return c, nil
-		},
+		Models:      models.get,
 	}
 	return a.Run(ctx)
 }

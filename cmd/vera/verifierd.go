@@ -115,14 +115,9 @@ func runVerifiers(ctx context.Context, g *globals, url string, f verifierFlags, 
 			return llm.New(cfg)
 		},
 	}).Run)
-	run("deepverify auditor", (&deepverify.Auditor{
-		Bus: dvBus, Logger: log,
-		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
-			cfg := llmbus.Config(mc)
-			cfg.Recorder, cfg.Logger = dvRecorder, log
-			return llm.New(cfg)
-		},
-	}).Run)
+	auditorModels := newModelClients(dvRecorder, log)
+	defer auditorModels.close()
+	run("deepverify auditor", (&deepverify.Auditor{Bus: dvBus, Logger: log, Models: auditorModels.get}).Run)
 	wg.Wait()
 	close(errs)
 	var all []error
