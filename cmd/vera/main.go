@@ -98,9 +98,16 @@ vera.run.<run_id>.<area>.<event>: watch it live, subscribe from your own
 tools, export a run to a file and import it elsewhere.
 
 Start here:
-  vera up                  start the embedded bus (NATS + JetStream on 127.0.0.1:4222)
+  vera demo                everything in one process, with a recorded run in the
+                           dashboard (http://127.0.0.1:8844)
+  vera run --task TEXT --work-dir DIR --model-base-url URL --model NAME
+                           do one task, following it in the terminal
+  vera up                  everything in one process: the embedded bus (NATS +
+                           JetStream on 127.0.0.1:4222), sandboxd, the agent, the
+                           verifiers, the projector and the dashboard
   vera events tail         watch events live (in another terminal)
-  vera events --help       export, import, schemas and dead letters`,
+  vera replay FILE --out DIR
+                           rebuild a recorded run's files and metrics`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
