@@ -19,6 +19,9 @@ var (
 	ErrNotRecorded = errors.New("replay: the recording has no reply for this model call")
 	// ErrPromptDiffers: the call's prompt is not the recorded prompt.
 	ErrPromptDiffers = errors.New("replay: the prompt differs from the recording")
+	// ErrStopped is the error of a call refused because the re-execution
+	// already diverged and stops there.
+	ErrStopped = errors.New("replay: the re-execution diverged and stops")
 )
 
 // Recorded is an llm.Completer that answers model calls from a recorded
@@ -39,6 +42,10 @@ type Recorded struct {
 	// OnDivergence is told about every call that is not in the recording
 	// or whose prompt differs.
 	OnDivergence func(Divergence)
+	// Gate, when set, is called before a call is answered; an error
+	// refuses the call. Re-execution in stop mode uses it to hold the next
+	// step's call until the step before it was compared with the recording.
+	Gate func(ctx context.Context, req llm.Request) error
 
 	calls  map[string]*recordedCall
 	mu     sync.Mutex
@@ -113,6 +120,11 @@ func (r *Recorded) Served() int {
 func (r *Recorded) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, err
+	}
+	if r.Gate != nil {
+		if err := r.Gate(ctx, req); err != nil {
+			return llm.Response{}, err
+		}
 	}
 	c, ok := r.calls[req.CallID]
 	if !ok || req.CallID == "" {

@@ -200,6 +200,44 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 		return nil, err
 	}
 	agentModel := recordedFor(agentBus)
+	// In stop mode the agent's call for step n waits until the watcher
+	// below has compared step n-1 with the recording (the agent stores a
+	// step before it asks for the next one), and is refused once the
+	// re-execution stopped: a diverged run takes no further step.
+	var (
+		gateMu   sync.Mutex
+		compared int                   // the last step the watcher compared
+		halted   bool                  // stopped, or ended
+		advanced = make(chan struct{}) // closed and replaced at each change
+	)
+	notify := func(step int, stop bool) {
+		gateMu.Lock()
+		compared = max(compared, step)
+		halted = halted || stop
+		close(advanced)
+		advanced = make(chan struct{})
+		gateMu.Unlock()
+	}
+	if opts.StopOnDivergence {
+		agentModel.Gate = func(ctx context.Context, req llm.Request) error {
+			for {
+				gateMu.Lock()
+				done, stop, ch := compared >= req.Step-1, halted, advanced
+				gateMu.Unlock()
+				if stop {
+					return fmt.Errorf("%w: %s", ErrStopped, req.CallID)
+				}
+				if done {
+					return nil
+				}
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+	}
 	a := &agents.Agent{Bus: agentBus, ID: "replay", Version: "replay", Logger: log,
 		Models: func(catalog.ModelConfig) (llm.Completer, error) { return agentModel, nil }}
 	if opts.Policy != nil {
@@ -270,6 +308,7 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 			ended = true
 		}
 		if ended {
+			notify(res.Steps, true)
 			break
 		}
 		if opts.StopOnDivergence {
@@ -296,7 +335,11 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 				}
 			}
 		}
+		if st, ok := p.(*catalog.AgentStep); ok {
+			notify(st.Step, res.Stopped != "")
+		}
 	}
+	notify(res.Steps, true) // release a call still waiting
 	if !ended {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
