@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 const blobChunkSize = 512 << 10
@@ -137,14 +141,119 @@ func (b *Bus) putBlobOnce(ctx context.Context, ref BlobRef, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if info, err := store.GetInfo(ctx, name); err == nil && !info.Deleted && int64(info.Size) == ref.Size {
+	old, err := store.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
+	switch {
+	case err == nil && !old.Deleted && int64(old.Size) == ref.Size:
 		return nil
+	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
+		return fmt.Errorf("put blob %s: %w", ref.Digest, err)
 	}
 	// 512 KiB chunks (the default is 128 KiB): a quarter of the fsync'd
 	// writes, still well under a default server's 1 MiB max payload.
 	meta := jetstream.ObjectMeta{Name: name, Description: ref.ContentType, Opts: &jetstream.ObjectMetaOptions{ChunkSize: blobChunkSize}}
-	if _, err := store.Put(ctx, meta, r); err != nil {
+	if err := b.putObject(ctx, meta, r); err != nil {
 		return fmt.Errorf("put blob %s (%d bytes): %w", ref.Digest, ref.Size, err)
+	}
+	if old != nil && old.NUID != "" {
+		// A deleted or damaged earlier copy: its chunks go.
+		b.purgeChunks(ctx, old.NUID)
+	}
+	return nil
+}
+
+// purgeChunks removes the chunks of object nuid from the blob bucket.
+func (b *Bus) purgeChunks(ctx context.Context, id string) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if s, err := b.js.Stream(pctx, "OBJ_"+BlobBucket); err == nil {
+		_ = s.Purge(pctx, jetstream.WithPurgeSubject("$O."+BlobBucket+".C."+id))
+	}
+}
+
+// blobWindow bounds the chunks of one put awaiting their acks.
+const blobWindow = 32
+
+// putObject stores r as object meta.Name in the blob bucket, laid out
+// exactly as jetstream's ObjectStore.Put lays it out (the chunks on
+// $O.<bucket>.C.<nuid>, then the object's info on
+// $O.<bucket>.M.<base64url(name)> with a subject rollup), so that the
+// object store reads it as its own. It publishes through the bus's own
+// JetStream context: ObjectStore.Put makes a context per call, and in
+// nats.go v1.55 the reconnect watcher that context starts can be parked
+// forever when Put's cleanup runs before the watcher is scheduled, one
+// leaked goroutine per lost race. The chunks go out with at most
+// blobWindow awaiting their acks (Put sends them all at once, which a busy
+// server answers with "too many requests"). On failure the chunks written
+// are purged; nothing is visible until the info is stored.
+func (b *Bus) putObject(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) error {
+	id := nuid.Next()
+	chunkSubj := "$O." + BlobBucket + ".C." + id
+	purge := func() { b.purgeChunks(ctx, id) }
+	window := make([]jetstream.PubAckFuture, 0, blobWindow)
+	awaitOldest := func() error {
+		f := window[0]
+		window = append(window[:0], window[1:]...)
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	h := sha256.New()
+	var size uint64
+	var chunks uint32
+	buf := make([]byte, meta.Opts.ChunkSize)
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			// The chunk is copied into the connection's buffer by the
+			// publish (as ObjectStore.Put relies on too), so buf is reused.
+			h.Write(buf[:n])
+			f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: chunkSubj, Data: buf[:n]})
+			if err != nil {
+				purge()
+				return err
+			}
+			window = append(window, f)
+			size += uint64(n)
+			chunks++
+			if len(window) >= blobWindow {
+				if err := awaitOldest(); err != nil {
+					purge()
+					return err
+				}
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			purge()
+			return rerr
+		}
+	}
+	for len(window) > 0 {
+		if err := awaitOldest(); err != nil {
+			purge()
+			return err
+		}
+	}
+	info := jetstream.ObjectInfo{ObjectMeta: meta, Bucket: BlobBucket, NUID: id, Size: size, Chunks: chunks,
+		Digest: jetstream.GetObjectDigestValue(h)}
+	data, err := json.Marshal(info)
+	if err != nil {
+		purge()
+		return err
+	}
+	m := nats.NewMsg("$O." + BlobBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Data = data
+	if _, err := b.js.PublishMsg(ctx, m); err != nil {
+		purge()
+		return err
 	}
 	return nil
 }

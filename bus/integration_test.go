@@ -1,10 +1,12 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -383,5 +385,52 @@ func TestBlobs(t *testing.T) {
 	}
 	if _, err := b.GetBlob(ctx, "md5:abc"); err == nil {
 		t.Fatal("bad digest accepted")
+	}
+	// Sizes at the chunk edges, as the object store itself reads them.
+	store, err := b.JetStream().ObjectStore(ctx, bus.BlobBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 512 << 10, 1 << 20, 1<<20 + 1} {
+		data := bytes.Repeat([]byte{byte(n)}, n)
+		ref, err := b.PutBlob(ctx, data, "")
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		got, err := b.GetBlob(ctx, ref.Digest)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: got %d bytes, %v", n, len(got), err)
+		}
+		info, err := store.GetInfo(ctx, strings.TrimPrefix(ref.Digest, "sha256:"))
+		if err != nil || info.Size != uint64(n) || info.Chunks != uint32((n+512<<10-1)/(512<<10)) {
+			t.Fatalf("%d bytes: info %+v, %v", n, info, err)
+		}
+	}
+	// A deleted blob is stored again, and the old chunks are gone.
+	name := strings.TrimPrefix(ref.Digest, "sha256:")
+	if err := store.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutBlob(ctx, data, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.GetBlob(ctx, ref.Digest); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after re-put: %d bytes, %v", len(got), err)
+	}
+	s, err := b.JetStream().Stream(ctx, "OBJ_"+bus.BlobBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := s.Info(ctx, jetstream.WithSubjectFilter("$O."+bus.BlobBucket+".C.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks uint64
+	for _, n := range si.State.Subjects {
+		chunks += n
+	}
+	// 6 chunks of the 3 MiB blob (once) + 0+1+1+2+3 of the edge sizes.
+	if chunks != 6+7 {
+		t.Errorf("%d chunks stored, want 13 (old copies purged)", chunks)
 	}
 }

@@ -206,15 +206,6 @@ var LeakIgnores = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
 	goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*srvMemStore).expireMsgs"),
 	goleak.IgnoreTopFunction("time.Sleep"),
-	// nats.go's object store Put (bus.PutBlob) publishes through a
-	// JetStream context of its own and cleans it up on return; when the
-	// reconnect watcher that the first async publish starts is scheduled
-	// only after that cleanup, it reads the status channel the cleanup
-	// just set to nil and waits on it forever (nats.go v1.55,
-	// jetstream/object.go and publish.go). One parked goroutine per such
-	// lost race, in production too; an unclosed connection is still caught
-	// by its read and flush loops.
-	goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"),
 }
 
 // Start runs a component's Run(ctx) in the background until the returned
