@@ -527,3 +527,22 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// ConsumerDrained reports whether the durable consumer exists and has
+// handled every event it was given: nothing pending, nothing awaiting its
+// ack. (A component in the same process has caught up, e.g. before a
+// one-shot command stops it.)
+func (b *Bus) ConsumerDrained(ctx context.Context, durable string) (bool, error) {
+	c, err := b.js.Consumer(ctx, StreamName, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0, nil
+}

@@ -521,3 +521,29 @@ func TestConsumeShardKeyParallel(t *testing.T) {
 		t.Fatalf("at most %d handlers at once, want 3", peak)
 	}
 }
+
+func TestConsumerDrained(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	if ok, err := b.ConsumerDrained(ctx, "nobody"); err != nil || ok {
+		t.Fatalf("absent consumer: drained %v, %v", ok, err)
+	}
+	release := make(chan struct{})
+	consumeUntil(t, b, bus.ConsumerConfig{Durable: "slow"}, func(ctx context.Context, m *bus.Message) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	waitFor(t, "the consumer", func() bool { _, err := b.JetStream().Consumer(ctx, bus.StreamName, "slow"); return err == nil })
+	if _, err := b.Publish(ctx, mustEvent(t, b, "r1", note{N: 1})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if ok, err := b.ConsumerDrained(ctx, "slow"); err != nil || ok {
+		t.Fatalf("while the handler runs: drained %v, %v", ok, err)
+	}
+	close(release)
+	waitFor(t, "drained", func() bool { ok, err := b.ConsumerDrained(ctx, "slow"); return err == nil && ok })
+}

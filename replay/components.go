@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/docker/docker/client"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
@@ -197,23 +196,6 @@ func (e *env) startSandbox(ctx context.Context, sb *Sandbox) error {
 	}
 	e.group.Go("sandboxd", d.Run)
 	return nil
-}
-
-// drained reports whether the durable consumer exists and has handled
-// every event it was given.
-func drained(ctx context.Context, b *bus.Bus, durable string) (bool, error) {
-	c, err := b.JetStream().Consumer(ctx, bus.StreamName, durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return false, err
-	}
-	return info.NumPending == 0 && info.NumAckPending == 0, nil
 }
 
 // transfer copies run runID from src to dst (blobs included); events dst

@@ -358,7 +358,7 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 	if opts.Sandbox != nil && ended {
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
-			if ok, err := drained(ctx, e.bus, sandboxd.ConsumerControl); err != nil || ok {
+			if ok, err := e.bus.ConsumerDrained(ctx, sandboxd.ConsumerControl); err != nil || ok {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -224,7 +224,7 @@ func Reverify(ctx context.Context, src *bus.Bus, runID string, opts ReverifyOpti
 		if err != nil {
 			return nil, err
 		}
-		logicDone, err := drained(ctx, e.bus, logic.DefaultDurable)
+		logicDone, err := e.bus.ConsumerDrained(ctx, logic.DefaultDurable)
 		if err != nil {
 			return nil, err
 		}

@@ -438,12 +438,8 @@ func waitConsumerIdle(ctx context.Context, b *bus.Bus, durable string, timeout t
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		c, err := b.JetStream().Consumer(ctx, bus.StreamName, durable)
-		if err == nil {
-			info, err := c.Info(ctx)
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-				return
-			}
+		if ok, err := b.ConsumerDrained(ctx, durable); err == nil && ok {
+			return
 		}
 		select {
 		case <-ctx.Done():
