@@ -92,13 +92,7 @@ MALFORMED (on stderr with --json) rather than hidden.`,
 					continue
 				}
 				if asJSON {
-					var buf bytes.Buffer
-					if json.Compact(&buf, rec.Raw) != nil {
-						buf.Reset()
-						buf.Write(rec.Raw)
-					}
-					buf.WriteByte('\n')
-					if _, err := g.stdout.Write(buf.Bytes()); err != nil {
+					if err := writeEnvelope(g.stdout, rec.Raw); err != nil {
 						return err
 					}
 					continue
@@ -398,4 +392,17 @@ func listDeadLetters(ctx context.Context, b *bus.Bus, consumer string, asJSON bo
 		fmt.Fprintln(w, "no dead letters")
 	}
 	return nil
+}
+
+// writeEnvelope writes a stored envelope as one line: compacted when it is
+// JSON, as stored otherwise.
+func writeEnvelope(w io.Writer, raw []byte) error {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		buf.Reset()
+		buf.Write(raw)
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
 }

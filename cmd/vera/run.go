@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -391,12 +389,9 @@ func followRun(ctx context.Context, b *bus.Bus, runID string, w, errw io.Writer,
 			continue
 		}
 		if jsonOut {
-			var buf bytes.Buffer
-			if json.Compact(&buf, rec.Raw) != nil {
-				buf.Reset()
-				buf.Write(rec.Raw)
+			if err := writeEnvelope(w, rec.Raw); err != nil {
+				return nil, err
 			}
-			fmt.Fprintln(w, buf.String())
 		} else {
 			view.event(ctx, rec.Event)
 		}
