@@ -19,9 +19,8 @@ func init() { register(newDashboardCmd) }
 func newDashboardCmd(g *globals) *cobra.Command {
 	var listen, dataDir, token string
 	var allowedHosts []string
-	var model modelFlags
-	var maxSteps, auditRounds int
-	var auditor, verifyFast, network, noMetrics bool
+	var runs dashboardRunFlags
+	var noMetrics bool
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve the live dashboard alone, against a running bus",
@@ -45,7 +44,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			if err != nil {
 				return err
 			}
-			if maxSteps < 0 || auditRounds < 0 {
+			if runs.maxSteps < 0 || runs.auditRounds < 0 {
 				return usageError{fmt.Errorf("--max-steps and --audit-rounds must be 0 or more")}
 			}
 			ctx := cmd.Context()
@@ -67,15 +66,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 					}
 				})
 			}
-			tmpl := catalog.RunConfig{
-				Model:    catalog.ModelConfig{BaseURL: model.baseURL, Name: model.model, APIKeyEnv: model.apiKeyEnv},
-				MaxSteps: maxSteps,
-				Auditor:  catalog.AuditorConfig{Enabled: auditor, MaxRounds: auditRounds},
-				Sandbox:  catalog.SandboxConfig{Network: network},
-			}
-			if verifyFast {
-				tmpl.VerifyFast = catalog.VerifyFastConfig{Enabled: true}
-			}
+			tmpl := runs.template()
 			d, err := dashboard.New(dashboard.Options{
 				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, Logger: log,
 			})
@@ -104,35 +95,47 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 	f.StringVar(&dataDir, "data-dir", defaultDataDir(), "VERA's data dir: the token file and the work dirs of runs started here (env VERA_DATA_DIR)")
 	f.StringVar(&token, "token", "", "token for changes (default: a random one); prefer the token file to this flag, which other users can see in ps")
 	f.StringSliceVar(&allowedHosts, "allowed-host", nil, "extra Host name the dashboard answers to on loopback (repeatable)")
-	model.register(cmd, "", "agent model of runs started from the dashboard")
-	f.IntVar(&maxSteps, "max-steps", 0, "step budget of runs started from the dashboard (0 = unlimited); the page can override it")
-	f.BoolVar(&auditor, "auditor", true, "audit candidate answers with the DeepVerifier auditor")
-	f.IntVar(&auditRounds, "audit-rounds", 0, "auditor rounds per run (0 = the default)")
-	f.BoolVar(&verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
-	f.BoolVar(&network, "network", true, "let the sandbox reach the network (curl/wget)")
+	runs.model.register(cmd, "", "agent model of runs started from the dashboard")
+	f.IntVar(&runs.maxSteps, "max-steps", 0, "step budget of runs started from the dashboard (0 = unlimited); the page can override it")
+	f.BoolVar(&runs.auditor, "auditor", true, "audit candidate answers with the DeepVerifier auditor")
+	f.IntVar(&runs.auditRounds, "audit-rounds", 0, "auditor rounds per run (0 = the default)")
+	f.BoolVar(&runs.verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
+	f.BoolVar(&runs.network, "network", true, "let the sandbox reach the network (curl/wget)")
 	f.BoolVar(&noMetrics, "no-metrics", false, "do not fold the stream into the metrics panel")
 	return cmd
 }
 
-// dashboardRunFlags are the settings of runs started from the dashboard
-// that `vera up` serves.
+// dashboardRunFlags are the settings of runs started from a dashboard
+// (`vera dashboard` registers all of them; `vera up`, whose --network names
+// the sandboxes' Docker network, registers the model, the budget and the
+// auditor, and keeps the network on).
 type dashboardRunFlags struct {
-	model    modelFlags
-	maxSteps int
-	auditor  bool
+	model       modelFlags
+	maxSteps    int
+	auditor     bool
+	auditRounds int
+	verifyFast  bool
+	network     bool
 }
 
+// register adds the flags `vera up` takes.
 func (f *dashboardRunFlags) register(cmd *cobra.Command) {
 	f.model.register(cmd, "", "agent model of runs started from the dashboard")
 	cmd.Flags().IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of runs started from the dashboard; 0 = unlimited (env MAX_STEPS)")
 	cmd.Flags().BoolVar(&f.auditor, "auditor", false, "audit the answers of runs started from the dashboard with the DeepVerifier auditor")
+	f.network = true
 }
 
+// template is the configuration of a run started from the dashboard.
 func (f *dashboardRunFlags) template() catalog.RunConfig {
-	return catalog.RunConfig{
+	t := catalog.RunConfig{
 		Model:    catalog.ModelConfig{BaseURL: f.model.baseURL, Name: f.model.model, APIKeyEnv: f.model.apiKeyEnv},
 		MaxSteps: f.maxSteps,
-		Auditor:  catalog.AuditorConfig{Enabled: f.auditor},
-		Sandbox:  catalog.SandboxConfig{Network: true},
+		Auditor:  catalog.AuditorConfig{Enabled: f.auditor, MaxRounds: f.auditRounds},
+		Sandbox:  catalog.SandboxConfig{Network: f.network},
 	}
+	if f.verifyFast {
+		t.VerifyFast = catalog.VerifyFastConfig{Enabled: true}
+	}
+	return t
 }
