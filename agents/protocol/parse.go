@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/jsontext"
 )
 
 // Turn is one parsed model reply. Fields are filled as far as the reply
@@ -424,7 +425,7 @@ func jsonStart(t string) (string, bool) {
 // candidate is line i alone.
 func extent(lines []line, i int, first string, budget *int) (candidate, int) {
 	var b strings.Builder
-	depth, inStr, esc := 0, false, false
+	var sc jsontext.Scanner
 	fence := lines[i].fence
 	for j := i; j < len(lines) && j < i+maxJSONLines; j++ {
 		if j > i && lines[j].fence != fence {
@@ -442,27 +443,8 @@ func extent(lines []line, i int, first string, budget *int) (candidate, int) {
 		for k := 0; k < len(seg); k++ {
 			c := seg[k]
 			b.WriteByte(c)
-			if inStr {
-				switch {
-				case esc:
-					esc = false
-				case c == '\\':
-					esc = true
-				case c == '"':
-					inStr = false
-				}
-				continue
-			}
-			switch c {
-			case '"':
-				inStr = true
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth <= 0 {
-					return candidate{text: b.String(), multiline: j > i, jsonFence: lines[i].jsonFence}, j + 1
-				}
+			if sc.Step(c) == jsontext.Structure && (c == '}' || c == ']') && sc.Depth() <= 0 {
+				return candidate{text: b.String(), multiline: j > i, jsonFence: lines[i].jsonFence}, j + 1
 			}
 		}
 	}
@@ -521,33 +503,23 @@ func decodeObject(text string, multiline bool) (decoded, error) {
 // strings.
 func escapeControlInStrings(s string) (string, bool) {
 	var b strings.Builder
-	inStr, esc, changed := false, false, false
+	var sc jsontext.Scanner
+	changed := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			case c < 0x20:
-				changed = true
-				switch c {
-				case '\n':
-					b.WriteString(`\n`)
-				case '\t':
-					b.WriteString(`\t`)
-				case '\r':
-					b.WriteString(`\r`)
-				default:
-					fmt.Fprintf(&b, `\u%04x`, c)
-				}
-				continue
+		if sc.Step(c) == jsontext.Content && c < 0x20 {
+			changed = true
+			switch c {
+			case '\n':
+				b.WriteString(`\n`)
+			case '\t':
+				b.WriteString(`\t`)
+			case '\r':
+				b.WriteString(`\r`)
+			default:
+				fmt.Fprintf(&b, `\u%04x`, c)
 			}
-		} else if c == '"' {
-			inStr = true
+			continue
 		}
 		b.WriteByte(c)
 	}

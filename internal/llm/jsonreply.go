@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/vera-run/vera/internal/jsontext"
 )
 
 // maxJSONStarts bounds how many '{' ExtractJSONObject tries as the start of
@@ -67,37 +69,17 @@ func ExtractJSONObject(reply string) (string, error) {
 // balancedEnd returns the end (exclusive) of the {…} starting at s[start],
 // skipping braces inside JSON strings.
 func balancedEnd(s string, start int) (int, bool) {
-	depth := 0
-	inStr, esc := false, false
+	var sc jsontext.Scanner
 	for i := start; i < len(s); i++ {
 		c := s[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+		if sc.Step(c) != jsontext.Structure || (c != '}' && c != ']') {
 			continue
 		}
-		switch c {
-		case '"':
-			inStr = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				if c != '}' {
-					return 0, false
-				}
-				return i + 1, true
-			}
-			if depth < 0 {
-				return 0, false
-			}
+		switch d := sc.Depth(); {
+		case d == 0 && c == '}':
+			return i + 1, true
+		case d <= 0:
+			return 0, false
 		}
 	}
 	return 0, false
@@ -107,25 +89,10 @@ func balancedEnd(s string, start int) (int, bool) {
 // after blanks, by } or ].
 func removeTrailingCommas(s string) string {
 	var b strings.Builder
-	inStr, esc := false, false
+	var sc jsontext.Scanner
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			b.WriteByte(c)
-			continue
-		}
-		if c == '"' {
-			inStr = true
-		}
-		if c == ',' {
+		if sc.Step(c) == jsontext.Structure && c == ',' {
 			j := i + 1
 			for j < len(s) && (s[j] == ' ' || s[j] == '\n' || s[j] == '\r' || s[j] == '\t') {
 				j++
