@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/vera-run/vera/bus"
@@ -124,4 +126,41 @@ func absDir(d string) (string, error) {
 		return "", fmt.Errorf("directory %s: %w", d, err)
 	}
 	return a, nil
+}
+
+// readRecording reads run runID of src, which must hold it, and indexes it.
+func readRecording(ctx context.Context, src *bus.Bus, runID string) (*recording, error) {
+	if err := checkRun(ctx, src, runID); err != nil {
+		return nil, err
+	}
+	evs, err := src.ReadRun(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	return index(evs), nil
+}
+
+// newReplayRun returns the id of a new replay run (given, else a fresh
+// one) and its work dir (see workDir).
+func newReplayRun(given, workDirOpt, out string) (runID, dir string, err error) {
+	runID = given
+	if runID == "" {
+		runID = NewRunID()
+	}
+	if err := bus.ValidateRunID(runID); err != nil {
+		return "", "", err
+	}
+	dir, err = workDir(workDirOpt, out, runID)
+	return runID, dir, err
+}
+
+// reporting fills in a discarding logger and a silent progress function.
+func reporting(log *slog.Logger, progress func(string, ...any)) (*slog.Logger, func(string, ...any)) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	return log, progress
 }

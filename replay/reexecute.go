@@ -103,22 +103,11 @@ func (r *ReexecuteResult) Diverged() bool { return len(r.Divergences) > 0 }
 // and reports where the new run diverges from the recording; see the
 // package documentation.
 func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOptions) (*ReexecuteResult, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	progress := opts.Progress
-	if progress == nil {
-		progress = func(string, ...any) {}
-	}
-	if err := checkRun(ctx, src, runID); err != nil {
+	log, progress := reporting(opts.Logger, opts.Progress)
+	rec, err := readRecording(ctx, src, runID)
+	if err != nil {
 		return nil, err
 	}
-	evs, err := src.ReadRun(ctx, runID)
-	if err != nil {
-		return nil, fmt.Errorf("read run %s: %w", runID, err)
-	}
-	rec := index(evs)
 	if rec.submitted == nil {
 		return nil, fmt.Errorf("run %s has no vera.task.submitted: nothing to re-execute", runID)
 	}
@@ -131,14 +120,8 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 	if agentCommands > 0 && opts.Sandbox == nil {
 		return nil, fmt.Errorf("run %s ran %d command(s): re-executing it needs the sandbox (Docker and the sandbox image)", runID, agentCommands)
 	}
-	res := &ReexecuteResult{OriginalRun: runID, NewRun: opts.NewRunID, RecordedSteps: len(rec.steps), RecordedEnd: recordedEnd(rec)}
-	if res.NewRun == "" {
-		res.NewRun = NewRunID()
-	}
-	if err := bus.ValidateRunID(res.NewRun); err != nil {
-		return nil, err
-	}
-	if res.WorkDir, err = workDir(opts.WorkDir, opts.Out, res.NewRun); err != nil {
+	res := &ReexecuteResult{OriginalRun: runID, RecordedSteps: len(rec.steps), RecordedEnd: recordedEnd(rec)}
+	if res.NewRun, res.WorkDir, err = newReplayRun(opts.NewRunID, opts.WorkDir, opts.Out); err != nil {
 		return nil, err
 	}
 	timeout := opts.Timeout

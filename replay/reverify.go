@@ -105,31 +105,13 @@ type ReverifyResult struct {
 // Reverify runs the current verifiers over run runID of src and records
 // their verdicts in a new run; see the package documentation.
 func Reverify(ctx context.Context, src *bus.Bus, runID string, opts ReverifyOptions) (*ReverifyResult, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	progress := opts.Progress
-	if progress == nil {
-		progress = func(string, ...any) {}
-	}
-	if err := checkRun(ctx, src, runID); err != nil {
+	log, progress := reporting(opts.Logger, opts.Progress)
+	rec, err := readRecording(ctx, src, runID)
+	if err != nil {
 		return nil, err
 	}
-	recorded, err := src.ReadRun(ctx, runID)
-	if err != nil {
-		return nil, fmt.Errorf("read run %s: %w", runID, err)
-	}
-	rec := index(recorded)
-	res := &ReverifyResult{OriginalRun: runID, NewRun: opts.NewRunID}
-	if res.NewRun == "" {
-		res.NewRun = NewRunID()
-	}
-	if err := bus.ValidateRunID(res.NewRun); err != nil {
-		return nil, err
-	}
-	res.WorkDir, err = workDir(opts.WorkDir, opts.Out, res.NewRun)
-	if err != nil {
+	res := &ReverifyResult{OriginalRun: runID}
+	if res.NewRun, res.WorkDir, err = newReplayRun(opts.NewRunID, opts.WorkDir, opts.Out); err != nil {
 		return nil, err
 	}
 	switch opts.Audit {
