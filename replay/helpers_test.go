@@ -30,49 +30,18 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
 
-// synth builds a deterministic synthetic run: ids and times come from the
-// event index.
-type synth struct {
-	tb    testing.TB
-	runID string
-	t0    time.Time
-	evs   []bus.Event
-}
-
-func (s *synth) add(source string, p bus.Payload) {
-	s.tb.Helper()
-	i := len(s.evs)
-	t := s.t0.Add(time.Duration(i) * 1500 * time.Microsecond)
-	data, err := json.Marshal(p)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	ev := bus.Event{
-		SpecVersion: bus.SpecVersion, ID: bus.KeyedID(t, fmt.Sprintf("%s/%d", s.runID, i)),
-		Source: source, Type: p.EventType(), Subject: s.runID, RunID: s.runID, Time: t,
-		DataContentType: bus.ContentTypeJSON, Data: data,
-	}
-	if i > 0 {
-		ev.CausationID = s.evs[i-1].ID
-	}
-	if err := ev.Validate(); err != nil {
-		s.tb.Fatal(err)
-	}
-	s.evs = append(s.evs, ev)
-}
-
 // synthRun returns a run feeding every projected file and most metrics:
 // steps shell steps, a repeated command from step 2 on (so that the logic
 // verifier has repetitions to judge), an audit round and the end.
 func synthRun(tb testing.TB, runID, workDir string, steps int) []bus.Event {
-	s := &synth{tb: tb, runID: runID, t0: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	s := &bustest.Synth{TB: tb, RunID: runID, T0: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	cfg := catalog.RunConfig{Task: "Find the release date of Python 3.13.0", WorkDir: workDir,
 		Model: catalog.ModelConfig{BaseURL: "http://127.0.0.1:1", Name: "m"}, MaxSteps: steps + 5}
-	s.add("cli", catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: "cli:alice"})
-	s.add("agent", catalog.RunStarted{AgentID: "agent-1", Version: "test", Config: cfg})
+	s.Add("cli", catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: "cli:alice"})
+	s.Add("agent", catalog.RunStarted{AgentID: "agent-1", Version: "test", Config: cfg})
 	cid := "c0ffee0123456789"
-	s.add("sandboxd", catalog.ContainerEvent{Container: "vera-" + runID, ContainerID: cid, Action: "start",
-		Attributes: map[string]string{"image": "vera-sandbox:latest"}, Time: s.t0})
+	s.Add("sandboxd", catalog.ContainerEvent{Container: "vera-" + runID, ContainerID: cid, Action: "start",
+		Attributes: map[string]string{"image": "vera-sandbox:latest"}, Time: s.T0})
 	for st := 1; st <= steps; st++ {
 		call := agents.CallID(st)
 		req := agents.RequestID(st)
@@ -80,32 +49,32 @@ func synthRun(tb testing.TB, runID, workDir string, steps int) []bus.Event {
 		if st == 1 {
 			cmd = "curl -sL https://example.org/first"
 		}
-		s.add("agent", catalog.ModelRequested{CallID: call, Scope: "agent", Purpose: "step", Step: st, Model: "m", BaseURL: "http://127.0.0.1:1", MessageCount: 1,
+		s.Add("agent", catalog.ModelRequested{CallID: call, Scope: "agent", Purpose: "step", Step: st, Model: "m", BaseURL: "http://127.0.0.1:1", MessageCount: 1,
 			Messages: []catalog.Message{{Role: "user", Content: fmt.Sprintf("prompt %d", st)}}, Attempt: 1})
-		s.add("agent", catalog.ModelResponded{CallID: call, Scope: "agent", Step: st, Model: "m", Attempt: 1, LatencyMS: 120,
+		s.Add("agent", catalog.ModelResponded{CallID: call, Scope: "agent", Step: st, Model: "m", Attempt: 1, LatencyMS: 120,
 			Usage: catalog.TokenUsage{Prompt: 100, Completion: 20, Total: 120}, FinishReason: "stop", Text: "THOUGHT: look"})
 		action := fmt.Sprintf(`{"tool":"shell","args":{"cmd":%q}}`, cmd)
-		s.add("agent", catalog.AgentStep{Step: st, Thought: "look it up", Action: action, ActionTool: "shell", Command: cmd, ModelCallID: call, RequestID: req, StatusUpdate: "UNRESOLVED(need source)"})
+		s.Add("agent", catalog.AgentStep{Step: st, Thought: "look it up", Action: action, ActionTool: "shell", Command: cmd, ModelCallID: call, RequestID: req, StatusUpdate: "UNRESOLVED(need source)"})
 		if st == 3 {
-			s.add("verifier.logic", catalog.LogicVerdict{Step: 3, ThinkingEval: 0, ActionEval: 0, ThinkingEvalReason: "old verifier", VerifierType: "logic", DecidedBy: "logic", Window: 2, Action: cmd})
+			s.Add("verifier.logic", catalog.LogicVerdict{Step: 3, ThinkingEval: 0, ActionEval: 0, ThinkingEvalReason: "old verifier", VerifierType: "logic", DecidedBy: "logic", Window: 2, Action: cmd})
 		}
-		s.add("agent", catalog.ToolRequested{RequestID: req, Requester: "agent", Tool: "shell", Command: cmd, TimeoutMS: 900000, Step: st})
-		s.add("sandboxd", catalog.ToolStarted{RequestID: req, Container: "vera-" + runID, ContainerID: cid, StartedAt: s.t0.Add(time.Duration(st) * time.Second)})
-		s.add("sandboxd", catalog.ContainerLog{Container: "vera-" + runID, ContainerID: cid, Stream: "stderr", Line: fmt.Sprintf("line %d\twith tab", st), Time: s.t0.Add(time.Duration(st) * time.Second)})
-		s.add("sandboxd", catalog.ToolFinished{RequestID: req, Requester: "agent", ExitCode: 0, DurationMS: 42,
+		s.Add("agent", catalog.ToolRequested{RequestID: req, Requester: "agent", Tool: "shell", Command: cmd, TimeoutMS: 900000, Step: st})
+		s.Add("sandboxd", catalog.ToolStarted{RequestID: req, Container: "vera-" + runID, ContainerID: cid, StartedAt: s.T0.Add(time.Duration(st) * time.Second)})
+		s.Add("sandboxd", catalog.ContainerLog{Container: "vera-" + runID, ContainerID: cid, Stream: "stderr", Line: fmt.Sprintf("line %d\twith tab", st), Time: s.T0.Add(time.Duration(st) * time.Second)})
+		s.Add("sandboxd", catalog.ToolFinished{RequestID: req, Requester: "agent", ExitCode: 0, DurationMS: 42,
 			Stdout: catalog.Output{Head: "Python 3.13.0 was released on October 7, 2024.", Bytes: 46}})
 		evID := fmt.Sprintf("ev_%04d", st)
-		s.add("agent", catalog.EvidenceRecorded{EvidenceID: evID, RequestID: req, Step: st, Command: cmd, Excerpt: "Python 3.13.0 was released on October 7, 2024.", URLs: []string{"https://example.org/page"}})
-		s.add("agent", catalog.LedgerMove{Step: st, MoveType: "fetch", Command: cmd, Outcome: "success", EvidenceID: evID, RequestID: req, Domains: []string{"example.org"}})
-		s.add("agent", catalog.LedgerQuery{Step: st, Query: "python 3.13 release date", Family: "3.13 date python release", FamilyCount: st, Outcome: "success", EvidenceID: evID, RequestID: req})
-		s.add("agent", catalog.NotesAppended{Step: st, Author: "agent", Text: fmt.Sprintf("- %s: step %d found a date", evID, st), EvidenceIDs: []string{evID}})
+		s.Add("agent", catalog.EvidenceRecorded{EvidenceID: evID, RequestID: req, Step: st, Command: cmd, Excerpt: "Python 3.13.0 was released on October 7, 2024.", URLs: []string{"https://example.org/page"}})
+		s.Add("agent", catalog.LedgerMove{Step: st, MoveType: "fetch", Command: cmd, Outcome: "success", EvidenceID: evID, RequestID: req, Domains: []string{"example.org"}})
+		s.Add("agent", catalog.LedgerQuery{Step: st, Query: "python 3.13 release date", Family: "3.13 date python release", FamilyCount: st, Outcome: "success", EvidenceID: evID, RequestID: req})
+		s.Add("agent", catalog.NotesAppended{Step: st, Author: "agent", Text: fmt.Sprintf("- %s: step %d found a date", evID, st), EvidenceIDs: []string{evID}})
 	}
-	s.add("agent", catalog.AuditRequested{Round: 1, Answer: "October 7, 2024 (ev_0001)", CandidateStep: steps, EvidenceIDs: []string{"ev_0001"}, ToolCalls: steps})
-	s.add("verifier.deepverify", catalog.AuditJudged{Round: 1, Explanation: "old", Score: 2, RawScore: 2, BestRound: 1, BestScore: 2, DurationMS: 4000, ModelTokens: 100})
-	s.add("verifier.deepverify", catalog.AuditFeedback{Round: 1, Score: 2, Final: true, Message: "old"})
-	s.add("sandboxd", catalog.ContainerEvent{Container: "vera-" + runID, ContainerID: cid, Action: "die", Attributes: map[string]string{"exitCode": "0"}, Time: s.t0.Add(time.Hour)})
-	s.add("agent", catalog.RunFinished{Outcome: "RESOLVED", Answer: "October 7, 2024", Steps: steps, DurationMS: 61000, Usage: catalog.TokenUsage{Total: 1234}})
-	return s.evs
+	s.Add("agent", catalog.AuditRequested{Round: 1, Answer: "October 7, 2024 (ev_0001)", CandidateStep: steps, EvidenceIDs: []string{"ev_0001"}, ToolCalls: steps})
+	s.Add("verifier.deepverify", catalog.AuditJudged{Round: 1, Explanation: "old", Score: 2, RawScore: 2, BestRound: 1, BestScore: 2, DurationMS: 4000, ModelTokens: 100})
+	s.Add("verifier.deepverify", catalog.AuditFeedback{Round: 1, Score: 2, Final: true, Message: "old"})
+	s.Add("sandboxd", catalog.ContainerEvent{Container: "vera-" + runID, ContainerID: cid, Action: "die", Attributes: map[string]string{"exitCode": "0"}, Time: s.T0.Add(time.Hour)})
+	s.Add("agent", catalog.RunFinished{Outcome: "RESOLVED", Answer: "October 7, 2024", Steps: steps, DurationMS: 61000, Usage: catalog.TokenUsage{Total: 1234}})
+	return s.Evs
 }
 
 func publish(tb testing.TB, b *bus.Bus, evs []bus.Event) {
