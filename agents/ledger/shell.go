@@ -103,14 +103,8 @@ func (r *shellReader) run() {
 		case c == '$' && r.peek(1) == '{':
 			r.verbatim(r.i+1, '{', '}')
 		case c == '`':
-			j := strings.IndexByte(src[r.i+1:], '`')
-			end := len(src)
-			if j >= 0 {
-				end = r.i + 1 + j + 1
-			}
-			r.word.WriteString(src[r.i:end])
+			r.backquoted()
 			r.inWord = true
-			r.i = end
 		case (c == '<' || c == '>') && r.peek(1) == '(':
 			// Process substitution: a word of its own.
 			r.endWord()
@@ -190,13 +184,7 @@ func (r *shellReader) readDouble() {
 		case c == '$' && r.peek(1) == '(':
 			r.verbatim(r.i+1, '(', ')')
 		case c == '`':
-			j := strings.IndexByte(src[r.i+1:], '`')
-			end := len(src)
-			if j >= 0 {
-				end = r.i + 1 + j + 1
-			}
-			r.word.WriteString(src[r.i:end])
-			r.i = end
+			r.backquoted()
 		default:
 			r.word.WriteByte(c)
 			r.i++
@@ -207,6 +195,18 @@ func (r *shellReader) readDouble() {
 
 // verbatim copies src[r.i:] up to the bracket closing the one at open into
 // the current word, as written.
+// backquoted copies a `…` substitution at r.i into the word verbatim (to
+// the end of the command when it is not closed).
+func (r *shellReader) backquoted() {
+	j := strings.IndexByte(r.src[r.i+1:], '`')
+	end := len(r.src)
+	if j >= 0 {
+		end = r.i + 1 + j + 1
+	}
+	r.word.WriteString(r.src[r.i:end])
+	r.i = end
+}
+
 func (r *shellReader) verbatim(open int, o, c byte) {
 	end := closing(r.src, open, o, c)
 	r.word.WriteString(r.src[r.i:end])
