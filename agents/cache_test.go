@@ -101,6 +101,6 @@ func viewFields(a, b *runView) map[string][2]any {
 		"requests": {a.requests, b.requests}, "results": {a.results, b.results}, "order": {a.order, b.order},
 		"evidence": {a.evidence, b.evidence}, "evIDs": {a.evIDs, b.evIDs}, "notes": {a.notes, b.notes},
 		"policy": {a.policy, b.policy}, "model": {a.model, b.model}, "usage": {a.usage, b.usage}, "state": {a.state, b.state},
-		"audit": {[]any{a.feedback, a.audits, a.judged, a.fbByRnd}, []any{b.feedback, b.audits, b.judged, b.fbByRnd}},
+		"audit": {[]any{a.audits, a.judged, a.fbByRnd}, []any{b.audits, b.judged, b.fbByRnd}},
 	}
 }

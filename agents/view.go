@@ -65,10 +65,9 @@ type runView struct {
 	notes    []catalog.NotesAppended
 	policy   map[int][]catalog.PolicyTriggered
 	model    map[string]catalog.ModelResponded // call id → successful agent response
-	feedback []catalog.AuditFeedback
-	audits   []auditRec                  // the agent's vera.audit.requested, in round order
-	judged   map[int]catalog.AuditJudged // round → the auditor's judgement
-	fbByRnd  map[int]feedbackRec         // round → the auditor's feedback
+	audits   []auditRec                        // the agent's vera.audit.requested, in round order
+	judged   map[int]catalog.AuditJudged       // round → the auditor's judgement
+	fbByRnd  map[int]feedbackRec               // round → the auditor's feedback
 	usage    catalog.TokenUsage
 
 	state *ledger.State   // fold of every event
@@ -219,7 +218,6 @@ func (v *runView) apply(ev bus.Event, seq uint64, p catalog.Payload) {
 			}
 		}
 	case *catalog.AuditFeedback:
-		v.feedback = append(v.feedback, *d)
 		if _, dup := v.fbByRnd[d.Round]; !dup {
 			v.fbByRnd[d.Round] = feedbackRec{ev: ev, data: *d}
 		}
