@@ -261,7 +261,7 @@ func TestLockTagWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unlock()
+	defer func() { unlock() }() // the unlock in force at the end
 	cancel()
 	if _, err := lockTag(ctx, "test-lock-"+strings.ReplaceAll(t.Name(), "/", "_"), func() {}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("lockTag with a cancelled context = %v", err)

@@ -15,7 +15,6 @@ package imagetest
 import (
 	"context"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,19 +80,4 @@ func Ensure(t testing.TB) string {
 	}
 	cached = tag
 	return cached
-}
-
-// logWriter logs the build's progress lines, leaving out debootstrap's
-// per-package lines.
-type logWriter struct{ t testing.TB }
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	for line := range strings.Lines(string(p)) {
-		line = strings.TrimRight(line, "\n")
-		if strings.HasPrefix(line, "debootstrap: I: ") {
-			continue
-		}
-		w.t.Log(line)
-	}
-	return len(p), nil
 }
