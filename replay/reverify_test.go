@@ -99,7 +99,7 @@ func TestReverifyWritesANewRun(t *testing.T) {
 		t.Errorf("step 3: %+v, want the recorded verdict gone", res.Steps[2])
 	}
 	if len(res.Audits) != 1 || res.Audits[0].Replayed == nil || res.Audits[0].Replayed.RawScore != 4 || res.Audits[0].Recorded == nil || res.Audits[0].Recorded.Score != 2 ||
-		res.Audits[0].Accepted == nil || res.Audits[0].Replayed.Score != res.Audits[0].Replayed.Score {
+		res.Audits[0].Accepted == nil || res.Audits[0].Replayed.Score != 2 || len(res.Audits[0].Replayed.Caps) == 0 {
 		t.Errorf("audits = %+v", res.Audits)
 	}
 	if n := len(now.judged); n != 1 {
