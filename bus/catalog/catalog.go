@@ -203,3 +203,27 @@ func Encode(p Payload) (typ string, data []byte, err error) {
 	}
 	return typ, data, nil
 }
+
+// ProducedBy returns, sorted, every catalogued type whose Producers list
+// names component. The identities and publish permissions of the bus are
+// generated from it (bus/auth), so a type a component produces but the
+// catalogue does not list is refused by the server.
+func ProducedBy(component string) []string {
+	return typesWhere(component, func(e Entry) []string { return e.Producers })
+}
+
+// ConsumedBy returns, sorted, every catalogued type whose Consumers list
+// names component.
+func ConsumedBy(component string) []string {
+	return typesWhere(component, func(e Entry) []string { return e.Consumers })
+}
+
+func typesWhere(component string, list func(Entry) []string) []string {
+	var out []string
+	for _, e := range registry.sorted {
+		if slices.Contains(list(e), component) {
+			out = append(out, e.Type)
+		}
+	}
+	return out
+}
