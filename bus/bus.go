@@ -26,7 +26,7 @@ const (
 // local server with the defaults above.
 type Options struct {
 	URL       string // NATS URL(s), comma-separated; default DefaultURL
-	CredsFile string // NATS credentials file (JWT + nkey), optional
+	CredsFile string // NATS credentials: a .creds file (JWT + seed) or an nkey seed file (NAME.nk); optional
 	Name      string // connection name shown by the server; default Source
 	Source    string // component name stamped on events this bus builds
 
@@ -94,6 +94,8 @@ type Bus struct {
 	ownsConn bool
 	log      *slog.Logger
 
+	denied *denials // the server's refusals of this identity's publishes
+
 	streamMu sync.Mutex
 	stream   jetstream.Stream // handle of stream VERA for direct reads, once looked up
 
@@ -116,12 +118,19 @@ func Connect(ctx context.Context, opts Options) (*Bus, error) {
 				opts.Logger.Warn("nats disconnected", "err", err)
 			}
 		}),
+		// Replaced by New's handler (which logs); nats.go's default
+		// prints to stderr.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			opts.Logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 	}
 	if opts.CredsFile != "" {
-		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))
+		copt, err := credentialsOption(opts.CredsFile)
+		if err != nil {
+			return nil, err
+		}
+		nopts = append(nopts, copt)
 	}
 	nopts = append(nopts, opts.NATSOptions...)
 
@@ -130,7 +139,7 @@ func Connect(ctx context.Context, opts Options) (*Bus, error) {
 	var err error
 	for {
 		nc, err = nats.Connect(opts.URL, nopts...)
-		if err == nil || time.Now().After(deadline) {
+		if err == nil || time.Now().After(deadline) || authHint(opts, err) != nil {
 			break
 		}
 		select {
@@ -142,6 +151,9 @@ func Connect(ctx context.Context, opts Options) (*Bus, error) {
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) {
 			return nil, fmt.Errorf("connect to NATS at %s: %w (start one with `vera up`, or pass --nats-url / NATS_URL)", opts.URL, ErrNoServer)
+		}
+		if aerr := authHint(opts, err); aerr != nil {
+			return nil, aerr
 		}
 		return nil, fmt.Errorf("connect to NATS at %s: %w", opts.URL, err)
 	}
@@ -167,8 +179,21 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Bus, error) {
 		nc:     nc,
 		js:     js,
 		log:    opts.Logger,
+		denied: &denials{},
 		Events: &Factory{Source: opts.Source, Clock: opts.Clock, IDs: opts.IDs},
 	}
+	prev := nc.Opts.AsyncErrorCB
+	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+		if b.denied.observe(err) {
+			// The operation that was refused returns the error itself.
+			b.log.Debug("nats", "err", err)
+		} else {
+			b.log.Warn("nats", "err", err)
+		}
+		if prev != nil {
+			prev(c, sub, err)
+		}
+	})
 	if opts.ReadOnly {
 		if _, err := js.Stream(ctx, StreamName); err != nil {
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -247,16 +272,30 @@ func (o Options) DeadLetterStreamConfig() jetstream.StreamConfig {
 // timeout and is retried until ctx ends.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range []jetstream.StreamConfig{b.opts.StreamConfig(), b.opts.DeadLetterStreamConfig()} {
+		exists := false
 		err := b.retryAPI(ctx, "create stream "+cfg.Name, func(actx context.Context) error {
 			// An update of a stream that already has this configuration
 			// changes nothing but races, inside nats-server, with consumers
 			// being created at the same moment: skip it.
-			if s, err := b.js.Stream(actx, cfg.Name); err == nil && sameStreamConfig(s.CachedInfo().Config, cfg) {
-				return nil
+			s, err := b.js.Stream(actx, cfg.Name)
+			if err == nil {
+				exists = true
+				if sameStreamConfig(s.CachedInfo().Config, cfg) {
+					return nil
+				}
 			}
-			_, err := b.js.CreateOrUpdateStream(actx, cfg)
+			_, err = b.js.CreateOrUpdateStream(actx, cfg)
 			return err
 		})
+		if errors.Is(err, ErrPermissionDenied) {
+			if exists {
+				// Only admin manages streams; a component runs on the
+				// stream as it is.
+				b.log.Warn("stream "+cfg.Name+" differs from this version's configuration; this identity may not update it (connect once as admin to do so)", "identity", b.opts.Name)
+				continue
+			}
+			return fmt.Errorf("stream %s does not exist and this identity may not create it: %w (start the bus with `vera up`, or connect once with the admin identity, e.g. `vera up --nats-url URL --nats-creds DATA_DIR/creds/admin.nk`)", cfg.Name, err)
+		}
 		if err != nil {
 			if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 				return fmt.Errorf("create stream %s: %w (enable JetStream on the server, see nats.conf)", cfg.Name, err)
@@ -275,17 +314,29 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
 		have.Storage == want.Storage && have.Retention == want.Retention && have.Discard == want.Discard &&
-		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates && have.MaxMsgSize == want.MaxMsgSize &&
+		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates && sameLimit(have.MaxMsgSize, want.MaxMsgSize) &&
 		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge
+}
+
+// sameLimit compares a stored limit with a configured one; the server
+// stores an unset (0) limit as -1.
+func sameLimit(have, want int32) bool {
+	return have == want || (want == 0 && have == -1)
 }
 
 // retryAPI calls op with a per-attempt timeout, retrying timeouts and
 // missing responders with backoff until ctx ends.
 func (b *Bus) retryAPI(ctx context.Context, what string, op func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		wctx, stop := b.denied.watch(ctx, "$JS.API.")
+		actx, cancel := context.WithTimeout(wctx, 10*time.Second)
 		err := op(actx)
 		cancel()
+		denied := deniedCause(wctx)
+		stop()
+		if denied != nil {
+			return Permanent(denied)
+		}
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}

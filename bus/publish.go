@@ -124,9 +124,15 @@ func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publi
 			case <-time.After(wait):
 			}
 		}
-		actx, cancel := context.WithTimeout(ctx, b.opts.PublishTimeout)
+		wctx, stop := b.denied.watch(ctx, msg.Subject)
+		actx, cancel := context.WithTimeout(wctx, b.opts.PublishTimeout)
 		ack, err := b.js.PublishMsg(actx, msg, jsOpts...)
 		cancel()
+		denied := deniedCause(wctx)
+		stop()
+		if denied != nil {
+			return PubAck{}, Permanent(fmt.Errorf("publish %s as %s: %w", msg.Subject, b.opts.Name, denied))
+		}
 		if err == nil {
 			return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 		}

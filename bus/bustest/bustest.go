@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/embedded"
 )
 
@@ -232,4 +233,45 @@ func Start(tb testing.TB, name string, run func(context.Context) error) (stop fu
 	}
 	tb.Cleanup(stop)
 	return stop
+}
+
+// StartSecureServer starts an embedded JetStream server that requires
+// authentication, with VERA's built-in identities (bus/auth) in a
+// temporary creds directory, as `vera up` does. The returned store has a
+// seed file per identity; connect with ConnectAs.
+func StartSecureServer(tb testing.TB) (*embedded.Server, auth.Store) {
+	tb.Helper()
+	store := auth.Store{Dir: filepath.Join(tb.TempDir(), "creds")}
+	ids, err := store.Init()
+	if err != nil {
+		tb.Fatalf("init identities: %v", err)
+	}
+	users, err := auth.NkeyUsers(ids)
+	if err != nil {
+		tb.Fatalf("identities: %v", err)
+	}
+	s, err := embedded.Start(embedded.Options{DataDir: tb.TempDir(), Listen: "127.0.0.1:0", ServerName: "test", Users: users})
+	if err != nil {
+		tb.Fatalf("start embedded NATS: %v", err)
+	}
+	tb.Cleanup(s.Shutdown)
+	return s, store
+}
+
+// ConnectAs is Connect with identity's credentials from store.
+func ConnectAs(tb testing.TB, url string, store auth.Store, identity string, opts bus.Options) *bus.Bus {
+	tb.Helper()
+	opts.CredsFile = store.Path(identity)
+	if opts.Source == "" {
+		opts.Source = identity
+	}
+	return Connect(tb, url, opts)
+}
+
+// NewSecure starts a secure server and connects as admin (which creates
+// the streams).
+func NewSecure(tb testing.TB) (*embedded.Server, auth.Store, *bus.Bus) {
+	tb.Helper()
+	s, store := StartSecureServer(tb)
+	return s, store, ConnectAs(tb, s.ClientURL(), store, auth.Admin, bus.Options{Source: "test"})
 }

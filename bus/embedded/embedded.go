@@ -44,6 +44,11 @@ type Options struct {
 	Logger *slog.Logger
 	// StartTimeout bounds the wait for the server to accept clients.
 	StartTimeout time.Duration
+	// Users, when set, makes the server require authentication: only
+	// these nkey users may connect, each with its permissions (see
+	// bus/auth). Nil leaves the server open, which only tests and
+	// in-process servers that listen nowhere should do.
+	Users []*server.NkeyUser
 }
 
 // ClusterOptions make a server a cluster node.
@@ -58,6 +63,9 @@ type Server struct {
 	ns   *server.Server
 	opts Options
 	once sync.Once
+
+	mu    sync.Mutex
+	sopts *server.Options // as started, for reloads
 }
 
 // Start checks the options, starts the server and waits until it accepts
@@ -94,6 +102,7 @@ func Start(opts Options) (*Server, error) {
 		NoSigs:             true,
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
+		Nkeys:              opts.Users,
 	}
 	if opts.SyncInterval <= 0 {
 		sopts.SyncAlways = true
@@ -139,7 +148,7 @@ func StartWithOptions(sopts *server.Options, opts Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("embedded NATS did not accept clients within %s", opts.StartTimeout)
 	}
-	s := &Server{ns: ns, opts: opts}
+	s := &Server{ns: ns, opts: opts, sopts: sopts.Clone()}
 	if sopts.Cluster.Port == 0 && sopts.JetStream {
 		deadline := time.Now().Add(opts.StartTimeout)
 		for !ns.JetStreamEnabled() {
@@ -151,6 +160,27 @@ func StartWithOptions(sopts *server.Options, opts Options) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// SetUsers replaces the server's nkey users and their permissions without
+// a restart (a newly issued identity, a revoked one). Clients whose user is
+// gone are disconnected by the server.
+func (s *Server) SetUsers(users []*server.NkeyUser) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sopts.Nkeys) == 0 {
+		return errors.New("embedded NATS: the server was started without authentication; restart it to turn authentication on")
+	}
+	if len(users) == 0 {
+		return errors.New("embedded NATS: no users: authentication cannot be turned off by a reload")
+	}
+	next := s.sopts.Clone()
+	next.Nkeys = users
+	if err := s.ns.ReloadOptions(next); err != nil {
+		return fmt.Errorf("embedded NATS: reload users: %w", err)
+	}
+	s.sopts = next
+	return nil
 }
 
 // ClientURL is the URL clients connect to, e.g. nats://127.0.0.1:4222.

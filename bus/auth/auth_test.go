@@ -1,0 +1,372 @@
+package auth_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
+	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/bus/embedded"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// exampleEvent is a valid event of typ on run.
+func exampleEvent(t *testing.T, b *bus.Bus, run, typ string) bus.Event {
+	t.Helper()
+	e, ok := catalog.Lookup(typ)
+	if !ok {
+		t.Fatalf("no type %s", typ)
+	}
+	ev, err := b.Events.New(run, e.Example)
+	if err != nil {
+		t.Fatalf("event %s: %v", typ, err)
+	}
+	return ev
+}
+
+func TestConnectWithoutCredentialsIsRefused(t *testing.T) {
+	s, store := bustest.StartSecureServer(t)
+	_, err := bus.Connect(ctxT(t, 10*time.Second), bus.Options{URL: s.ClientURL(), Logger: bustest.Logger(t)})
+	if !errors.Is(err, bus.ErrNotAuthorized) || !strings.Contains(err.Error(), "--nats-creds") {
+		t.Fatalf("connect without credentials: %v, want ErrNotAuthorized with the fix", err)
+	}
+	// A raw client too: the server, not VERA's client, refuses.
+	if nc, err := nats.Connect(s.ClientURL()); err == nil {
+		nc.Close()
+		t.Fatal("raw connect without credentials succeeded")
+	}
+	// A key the server does not know.
+	other := auth.Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	if _, err := other.Init(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bus.Connect(ctxT(t, 10*time.Second), bus.Options{URL: s.ClientURL(), CredsFile: other.Path(auth.Admin), Logger: bustest.Logger(t)})
+	if !errors.Is(err, bus.ErrNotAuthorized) {
+		t.Fatalf("connect with an unknown key: %v", err)
+	}
+	_ = store
+}
+
+func TestStoreFilesArePrivate(t *testing.T) {
+	store := auth.Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	ids, err := store.Init()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(auth.BuiltIn()) {
+		t.Fatalf("%d identities, want %d", len(ids), len(auth.BuiltIn()))
+	}
+	st, err := os.Stat(store.Dir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("creds dir mode %v (%v), want 0700", st.Mode().Perm(), err)
+	}
+	entries, _ := os.ReadDir(store.Dir)
+	for _, e := range entries {
+		fi, _ := e.Info()
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", e.Name(), fi.Mode().Perm())
+		}
+	}
+	// Init again keeps the keys.
+	again, err := store.Init()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, again) {
+		t.Fatal("a second Init changed the identities")
+	}
+	// Seeds are usable as-is by nats.go (and so by `nats --nkey`).
+	if _, err := nats.NkeyOptionFromSeed(store.Path(catalog.ComponentAgent)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestComponentsPublishExactlyTheirTypes is the whole catalogue against
+// every identity: a publish is stored if and only if the catalogue lists
+// the identity as a producer of the type; every other one is refused by
+// the server, promptly.
+func TestComponentsPublishExactlyTheirTypes(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, 3*time.Minute)
+	identities := append(catalog.Components(), auth.Reader, auth.Ext)
+	want := map[string]int{} // subject count expected in the stream per run
+	for _, name := range identities {
+		b := bustest.ConnectAs(t, s.ClientURL(), store, name, bus.Options{PublishRetries: 1, PublishTimeout: 3 * time.Second})
+		produces := catalog.ProducedBy(name)
+		run := "perm-" + strings.ReplaceAll(name, ".", "-")
+		for _, typ := range catalog.Types() {
+			ev := exampleEvent(t, b, run, typ)
+			start := time.Now()
+			_, err := b.Publish(ctx, ev)
+			allowed := slices.Contains(produces, typ)
+			switch {
+			case allowed && err != nil:
+				t.Errorf("%s publishing %s (a type it produces): %v", name, typ, err)
+			case !allowed && err == nil:
+				t.Errorf("%s published %s, which the catalogue does not let it produce", name, typ)
+			case !allowed && !errors.Is(err, bus.ErrPermissionDenied):
+				t.Errorf("%s publishing %s: %v, want ErrPermissionDenied", name, typ, err)
+			case !allowed && time.Since(start) > 2*time.Second:
+				t.Errorf("%s publishing %s: refused only after %s", name, typ, time.Since(start))
+			case !allowed && !bus.IsPermanent(err):
+				t.Errorf("%s publishing %s: refusal is not permanent: %v", name, typ, err)
+			}
+			if allowed {
+				want[run]++
+			}
+		}
+	}
+	// The stream holds exactly the allowed ones.
+	for _, name := range identities {
+		run := "perm-" + strings.ReplaceAll(name, ".", "-")
+		evs, err := admin.ReadRun(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != want[run] {
+			t.Errorf("run of %s holds %d events, want %d", name, len(evs), want[run])
+		}
+		for _, ev := range evs {
+			if !slices.Contains(catalog.ProducedBy(name), ev.Type) {
+				t.Errorf("stored %s from %s", ev.Type, name)
+			}
+		}
+	}
+}
+
+func TestReaderReadsAndCannotPublish(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, time.Minute)
+	ev := exampleEvent(t, admin, "r1", catalog.TypeTaskSubmitted)
+	if _, err := admin.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	reader := bustest.ConnectAs(t, s.ClientURL(), store, auth.Reader, bus.Options{ReadOnly: true, PublishRetries: 1})
+	evs, err := reader.ReadRun(ctx, "r1")
+	if err != nil || len(evs) != 1 || evs[0].ID != ev.ID {
+		t.Fatalf("reader reads run r1: %v %v", evs, err)
+	}
+	// Core NATS subscribe works.
+	sub, err := reader.Conn().SubscribeSync("vera.run.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Publish(ctx, exampleEvent(t, admin, "r1", catalog.TypeRunStarted)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("reader's subscription got nothing: %v", err)
+	}
+	// Publishing anything under vera.run is refused by the server, and
+	// no raw publish lands in the stream either.
+	for _, subj := range []string{"vera.run.r1.tool.finished", "vera.run.r1.ext.demo", "vera.run.r1.run.finished"} {
+		_, err := reader.PublishRaw(ctx, subj, "01JDEMO0000000000000000001", []byte(`{}`))
+		if !errors.Is(err, bus.ErrPermissionDenied) {
+			t.Errorf("reader publishing %s: %v, want ErrPermissionDenied", subj, err)
+		}
+	}
+	if err := reader.Conn().Publish("vera.run.r1.tool.finished", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = reader.Conn().Flush()
+	time.Sleep(200 * time.Millisecond)
+	if evs, _ := admin.ReadRun(ctx, "r1"); len(evs) != 2 {
+		t.Fatalf("run r1 holds %d events after the reader's attempts, want 2", len(evs))
+	}
+	// The reader may not touch a component's durable consumer: not
+	// create it, not pull from it (which would take events away from the
+	// component), not delete it.
+	js := reader.JetStream()
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := js.CreateOrUpdateConsumer(cctx, bus.StreamName, jetstream.ConsumerConfig{Durable: "agent", AckPolicy: jetstream.AckExplicitPolicy}); err == nil {
+		t.Error("reader created the agent's durable consumer")
+	}
+	if _, err := admin.JetStream().CreateOrUpdateConsumer(ctx, bus.StreamName, jetstream.ConsumerConfig{Durable: "agent", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := js.DeleteConsumer(cctx, bus.StreamName, "agent"); err == nil {
+		t.Error("reader deleted the agent's durable consumer")
+	}
+	res, err := reader.Conn().Request("$JS.API.CONSUMER.MSG.NEXT.VERA.agent", []byte(`{"batch":1,"no_wait":true}`), time.Second)
+	if err == nil {
+		t.Errorf("reader pulled from the agent's consumer: %s", res.Data)
+	}
+	ci, err := admin.JetStream().Consumer(ctx, bus.StreamName, "agent")
+	if err != nil {
+		t.Fatalf("the agent's consumer is gone: %v", err)
+	}
+	if info := ci.CachedInfo(); info.Delivered.Consumer != 0 {
+		t.Fatalf("the agent's consumer delivered %d messages to someone", info.Delivered.Consumer)
+	}
+	// Nor manage streams.
+	if err := js.DeleteStream(cctx, bus.StreamName); err == nil {
+		t.Error("reader deleted the stream")
+	}
+}
+
+func TestExtPublishesOnlyUnderExt(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, time.Minute)
+	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishRetries: 1})
+	ev, err := ext.Events.NewRaw("x", "vera.ext.demo", json.RawMessage(`{"hello":"world"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ext.Publish(ctx, ev); err != nil {
+		t.Fatalf("ext publishing vera.run.x.ext.demo: %v", err)
+	}
+	if _, err := ext.Publish(ctx, exampleEvent(t, ext, "x", catalog.TypeToolFinished)); !errors.Is(err, bus.ErrPermissionDenied) {
+		t.Fatalf("ext publishing vera.run.x.tool.finished: %v, want ErrPermissionDenied", err)
+	}
+	evs, err := admin.ReadRun(ctx, "x")
+	if err != nil || len(evs) != 1 || evs[0].Type != "vera.ext.demo" {
+		t.Fatalf("run x: %v %v", evs, err)
+	}
+	if got, err := ext.ReadRun(ctx, "x"); err != nil || len(got) != 1 {
+		t.Fatalf("ext reads run x: %v %v", got, err)
+	}
+}
+
+func TestIssuedIdentityTakesEffectOnReload(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, time.Minute)
+	id, path, err := store.Issue("mytool", auth.RoleExt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(path) != "mytool.nk" || id.Role != auth.RoleExt {
+		t.Fatalf("issued %+v at %s", id, path)
+	}
+	if _, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), CredsFile: path, ReadOnly: true, Logger: bustest.Logger(t)}); !errors.Is(err, bus.ErrNotAuthorized) {
+		t.Fatalf("a new identity before the reload: %v", err)
+	}
+	reload(t, s, store)
+	tool := bustest.Connect(t, s.ClientURL(), bus.Options{CredsFile: path, Source: "mytool", ReadOnly: true, PublishRetries: 1})
+	ev, _ := tool.Events.NewRaw("t1", "vera.ext.scan", json.RawMessage(`{}`))
+	if _, err := tool.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tool.Publish(ctx, exampleEvent(t, tool, "t1", catalog.TypeRunFinished)); !errors.Is(err, bus.ErrPermissionDenied) {
+		t.Fatalf("issued ext identity publishing run.finished: %v", err)
+	}
+	// Revoked: the server disconnects it and refuses it from then on.
+	if err := store.Revoke("mytool"); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, s, store)
+	if _, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), CredsFile: path, ReadOnly: true, Logger: bustest.Logger(t)}); err == nil {
+		t.Fatal("a revoked identity connected")
+	}
+	if _, _, err := store.Issue("agent", auth.RoleExt); err == nil {
+		t.Fatal("issued an identity with a built-in name")
+	}
+	if _, _, err := store.Issue("Bad Name", auth.RoleReader); err == nil {
+		t.Fatal("issued an identity with a bad name")
+	}
+	_ = admin
+}
+
+func reload(t *testing.T, s *embedded.Server, store auth.Store) {
+	t.Helper()
+	ids, err := store.Identities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := auth.NkeyUsers(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetUsers(users); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfigBlockIsTheSamePermissions loads the generated nats.conf
+// block into a real server and checks it grants what the embedded server
+// grants.
+func TestConfigBlockIsTheSamePermissions(t *testing.T) {
+	store := auth.Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	ids, err := store.Init()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(filepath.Dir(store.Dir), "nats.conf")
+	body := "listen: 127.0.0.1:-1\njetstream { store_dir: " + `"` + filepath.Join(t.TempDir(), "js") + `"` + " }\ninclude creds/" + filepath.Base(store.ConfPath()) + "\n"
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("generated config does not load: %v", err)
+	}
+	users, err := auth.NkeyUsers(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Nkeys) != len(users) {
+		t.Fatalf("config has %d users, want %d", len(opts.Nkeys), len(users))
+	}
+	for i, u := range users {
+		got := opts.Nkeys[i]
+		if got.Nkey != u.Nkey {
+			t.Fatalf("user %d: %s, want %s", i, got.Nkey, u.Nkey)
+		}
+		if (got.Permissions == nil) != (u.Permissions == nil) {
+			t.Fatalf("user %s: permissions %v, want %v", ids[i].Name, got.Permissions, u.Permissions)
+		}
+		if u.Permissions == nil {
+			continue
+		}
+		for _, pair := range [][2][]string{
+			{got.Permissions.Publish.Allow, u.Permissions.Publish.Allow},
+			{got.Permissions.Publish.Deny, u.Permissions.Publish.Deny},
+			{got.Permissions.Subscribe.Allow, u.Permissions.Subscribe.Allow},
+		} {
+			if !slices.Equal(pair[0], pair[1]) {
+				t.Fatalf("user %s: config grants %v, embedded grants %v", ids[i].Name, pair[0], pair[1])
+			}
+		}
+	}
+	s, err := embedded.StartWithOptions(opts, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	ctx := ctxT(t, time.Minute)
+	admin := bustest.ConnectAs(t, s.ClientURL(), store, auth.Admin, bus.Options{})
+	agent := bustest.ConnectAs(t, s.ClientURL(), store, catalog.ComponentAgent, bus.Options{PublishRetries: 1})
+	if _, err := agent.Publish(ctx, exampleEvent(t, agent, "c1", catalog.TypeToolRequested)); err != nil {
+		t.Fatalf("agent publishing tool.requested on a server run from the config: %v", err)
+	}
+	if _, err := agent.Publish(ctx, exampleEvent(t, agent, "c1", catalog.TypeToolFinished)); !errors.Is(err, bus.ErrPermissionDenied) {
+		t.Fatalf("agent publishing tool.finished on a server run from the config: %v", err)
+	}
+	_ = admin
+}
