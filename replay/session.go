@@ -198,7 +198,8 @@ type Scratch struct {
 	buses  []*bus.Bus
 }
 
-// NewScratch starts a scratch server on a free loopback port.
+// NewScratch starts a scratch server that listens on no port: only this
+// process reaches it, so no other local user can add to a replay.
 func NewScratch(ctx context.Context, log *slog.Logger) (*Scratch, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -208,7 +209,7 @@ func NewScratch(ctx context.Context, log *slog.Logger) (*Scratch, error) {
 		return nil, fmt.Errorf("scratch bus: %w", err)
 	}
 	srv, err := embedded.Start(embedded.Options{
-		DataDir: dir, Listen: "127.0.0.1:0", ServerName: "vera-replay",
+		DataDir: dir, Listen: "127.0.0.1:0", ServerName: "vera-replay", InProcess: true,
 		// Nothing here must survive a crash: flush lazily.
 		SyncInterval: time.Minute,
 	})
@@ -228,6 +229,7 @@ func (s *Scratch) Connect(ctx context.Context, source string) (*bus.Bus, error) 
 // ConnectWith is Connect with more options (clock, ids).
 func (s *Scratch) ConnectWith(ctx context.Context, opts bus.Options) (*bus.Bus, error) {
 	opts.URL = s.Server.ClientURL()
+	opts.NATSOptions = append(opts.NATSOptions, s.Server.InProcess())
 	// The first connection creates the streams. Later ones must not
 	// update them: a stream update racing with a consumer being created
 	// is a data race inside nats-server (seen with -race).

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // DefaultListen is where `vera up` serves NATS clients.
@@ -49,6 +50,10 @@ type Options struct {
 	// bus/auth). Nil leaves the server open, which only tests and
 	// in-process servers that listen nowhere should do.
 	Users []*server.NkeyUser
+	// InProcess listens on no port at all: only connections made in this
+	// process with nats.InProcessServer (see Server.InProcess) reach the
+	// server, so no other local user can. For private scratch servers.
+	InProcess bool
 }
 
 // ClusterOptions make a server a cluster node.
@@ -87,8 +92,10 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFree(opts.Listen, "--nats-listen"); err != nil {
-		return nil, err
+	if !opts.InProcess {
+		if err := checkFree(opts.Listen, "--nats-listen"); err != nil {
+			return nil, err
+		}
 	}
 	if opts.ServerName == "" {
 		opts.ServerName = "vera-" + strconv.Itoa(os.Getpid())
@@ -103,6 +110,7 @@ func Start(opts Options) (*Server, error) {
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
 		Nkeys:              opts.Users,
+		DontListen:         opts.InProcess,
 	}
 	if opts.SyncInterval <= 0 {
 		sopts.SyncAlways = true
@@ -182,6 +190,10 @@ func (s *Server) SetUsers(users []*server.NkeyUser) error {
 	s.sopts = next
 	return nil
 }
+
+// InProcess is the connection option that reaches this server inside the
+// process (the only way to reach one started with Options.InProcess).
+func (s *Server) InProcess() nats.Option { return nats.InProcessServer(s.ns) }
 
 // ClientURL is the URL clients connect to, e.g. nats://127.0.0.1:4222.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }

@@ -11,6 +11,7 @@ import (
 	"github.com/vera-run/vera/agents"
 	"github.com/vera-run/vera/agents/ledger"
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm/llmbus"
 )
 
@@ -76,7 +77,7 @@ from its task; the key itself is read from this process's environment.`,
 			if err != nil {
 				return err
 			}
-			b, err := g.connect(cmd.Context(), "agents", false, log)
+			b, err := g.connect(cmd.Context(), catalog.ComponentAgent, false, log)
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/eventfmt"
 )
@@ -251,7 +252,13 @@ FILE - reads standard input.`,
 				defer f.Close()
 				r = f
 			}
-			b, _, err := g.openBus(cmd, catalog.ComponentCLI, false)
+			// A recorded run carries every component's events: only admin
+			// may publish them all.
+			log, err := g.quietLogger(cmd)
+			if err != nil {
+				return err
+			}
+			b, err := g.connectAs(cmd.Context(), auth.Admin, catalog.ComponentCLI, false, log)
 			if err != nil {
 				return err
 			}

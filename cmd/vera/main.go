@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 )
 
 // Exit codes.
@@ -65,11 +66,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type globals struct {
 	natsURL   string
 	natsCreds string
-	replicas  int
-	logLevel  string
-	logFormat string
-	stdout    io.Writer
-	stderr    io.Writer
+	// credsDataDir is the data dir whose creds directory holds this
+	// process's identities (see credsFor); "" is the default data dir.
+	credsDataDir string
+	replicas     int
+	logLevel     string
+	logFormat    string
+	stdout       io.Writer
+	stderr       io.Writer
 }
 
 func envOr(name, def string) string {
@@ -119,7 +123,7 @@ Start here:
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.natsURL, "nats-url", envOr("NATS_URL", bus.DefaultURL), "NATS server URL(s), comma-separated (env NATS_URL)")
-	pf.StringVar(&g.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
+	pf.StringVar(&g.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "NATS credentials: a .creds file or an nkey seed (NAME.nk) used by every connection of this command; default: each connection's own identity from DATA_DIR/creds (env NATS_CREDS; see vera auth)")
 	pf.IntVar(&g.replicas, "replicas", envInt("VERA_REPLICAS", 1), "replicas of VERA's streams when they are created: 1, or 3 on a cluster (env VERA_REPLICAS)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("VERA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env VERA_LOG_LEVEL)")
 	pf.StringVar(&g.logFormat, "log-format", envOr("VERA_LOG_FORMAT", "text"), "log format: text or json (env VERA_LOG_FORMAT)")
@@ -153,12 +157,15 @@ func (g *globals) logger() (*slog.Logger, error) {
 	return nil, usageError{fmt.Errorf("--log-format %q: want text or json", g.logFormat)}
 }
 
-// connect opens the bus for a command. Read-only commands do not create
-// streams.
+// connect opens the bus for a command, stamped with source, as identity
+// source (a component, or cli), or as the reader identity when readOnly.
+// Read-only commands do not create streams.
 func (g *globals) connect(ctx context.Context, source string, readOnly bool, log *slog.Logger) (*bus.Bus, error) {
-	return bus.Connect(ctx, bus.Options{
-		URL: g.natsURL, CredsFile: g.natsCreds, Source: source, ReadOnly: readOnly, Logger: log, Replicas: g.replicas,
-	})
+	identity := source
+	if readOnly {
+		identity = auth.Reader
+	}
+	return g.connectAs(ctx, identity, source, readOnly, log)
 }
 
 // openBus is the start of every short command: its logger (quiet unless

@@ -21,6 +21,7 @@ import (
 	"github.com/vera-run/vera/internal/dockertest"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/bustest"
 )
 
@@ -81,14 +82,32 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// natsAs is a plain nats.go connection with identity's seed from the
+// creds directory of data dir data, as any outside tool would make it.
+func natsAs(t *testing.T, url, data, identity string) *nats.Conn {
+	t.Helper()
+	opt, err := nats.NkeyOptionFromSeed(auth.Store{Dir: auth.DirOf(data)}.Path(identity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, opt)
+	if err != nil {
+		t.Fatalf("connect as %s to %s: %v", identity, url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // TestUpAndTailShowAPlainClientEvent is the issue's acceptance scenario:
 // `vera up` in one terminal, `vera events tail` in another, and an event a
 // plain NATS client publishes to vera.run.<id>.ext.demo shows up.
 func TestUpAndTailShowAPlainClientEvent(t *testing.T) {
 	t.Setenv("NATS_URL", "")
+	data := t.TempDir()
+	t.Setenv("VERA_DATA_DIR", data) // where the other commands find their identities
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", data, "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 
 	tailOut, tailErr, stopTail := start(t, "events", "tail", "--nats-url", url)
@@ -96,11 +115,13 @@ func TestUpAndTailShowAPlainClientEvent(t *testing.T) {
 	jsonOut, _, stopJSON := start(t, "events", "tail", "--nats-url", url, "--json", "--run", "demo1")
 	time.Sleep(300 * time.Millisecond)
 
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
+	// A plain client needs an identity: the ext one may publish its own
+	// events under vera.run.<id>.ext.
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("a NATS client without credentials connected to vera up")
 	}
-	defer nc.Close()
+	nc := natsAs(t, url, data, auth.Ext)
 	ev := `{"specversion":"1.0","id":"01JDEMOX0000000000000000AA","source":"my-script","type":"vera.ext.demo","subject":"demo1","runid":"demo1","time":"2026-11-21T18:00:00Z","datacontenttype":"application/json","data":{"hello":"from a plain NATS client"}}`
 	if err := nc.Publish("vera.run.demo1.ext.demo", []byte(ev)); err != nil {
 		t.Fatal(err)

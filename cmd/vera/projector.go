@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/projector"
 )
 
@@ -95,14 +96,14 @@ deployment:
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			b, err := g.connect(ctx, "projector", false, log)
+			b, err := g.connect(ctx, catalog.ComponentProjector, false, log)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
 			s := newStack(g, g.natsURL, log)
 			if !noFiles {
-				s.add(ctx, "projector files", "projector", func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
+				s.add(ctx, "projector files", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
 			}
 			if metricsListen != "" {
 				ln, err := listen(metricsListen, "--metrics-listen")

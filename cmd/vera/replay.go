@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/replay"
 	"github.com/vera-run/vera/sandboxd"
@@ -130,7 +131,13 @@ the new run's work dir).`,
 				p.done()
 			default:
 				readOnly := file == "" && !reverify && !reexecute
-				b, cerr := g.connect(ctx, catalog.ComponentCLI, readOnly, log)
+				// Re-verifying or re-executing onto this bus publishes the
+				// events of several components: admin's.
+				identity := auth.Admin
+				if readOnly {
+					identity = auth.Reader
+				}
+				b, cerr := g.connectAs(ctx, identity, catalog.ComponentCLI, readOnly, log)
 				if cerr != nil {
 					return cerr
 				}

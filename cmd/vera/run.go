@@ -15,7 +15,6 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
-	"github.com/vera-run/vera/bus/embedded"
 	"github.com/vera-run/vera/internal/eventfmt"
 	"github.com/vera-run/vera/projector"
 )
@@ -241,14 +240,16 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	defer cancel()
 	var s *stack
 	if !external {
-		srv, err := embedded.Start(embedded.Options{DataDir: filepath.Join(f.dataDir, "nats"), Listen: f.natsListen, ServerName: "vera-run", Logger: log})
+		eb, err := startEmbedded(ctx, g, f.dataDir, f.natsListen, "vera-run", log)
 		if err != nil {
 			return fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
 		}
-		defer srv.Shutdown()
-		url = srv.ClientURL()
+		defer eb.srv.Shutdown()
+		url = eb.srv.ClientURL()
+	} else {
+		g.credsDataDir = f.dataDir
 	}
-	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: "cli", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.dataDir, catalog.ComponentCLI), Source: catalog.ComponentCLI, Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
 	if err != nil {
 		return err
 	}
@@ -258,9 +259,9 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
 			return runSandboxd(ctx, b, sf.config(f.dataDir, g), log)
 		})
-		s.add(cctx, "agent", "agents", func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, af, log) })
+		s.add(cctx, "agent", catalog.ComponentAgent, func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, af, log) })
 		s.addFunc(cctx, "verifiers", func(ctx context.Context) error { return runVerifiers(ctx, g, url, vf, log) })
-		s.add(cctx, "projector", "projector", func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
+		s.add(cctx, "projector", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
 		defer func() {
 			cancel()
 			if err := s.wait(); err != nil {

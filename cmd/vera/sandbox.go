@@ -84,7 +84,8 @@ shutdown, writes to /work/notes.md) are refused without running.`,
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := bus.Connect(ctx, bus.Options{URL: g.natsURL, CredsFile: g.natsCreds, Source: catalog.ComponentSandboxd, Logger: log, Replicas: g.replicas, ConnectWait: 30 * time.Second})
+			g.credsDataDir = dataDir
+			b, err := bus.Connect(ctx, bus.Options{URL: g.natsURL, CredsFile: g.credsFor("", catalog.ComponentSandboxd), Source: catalog.ComponentSandboxd, Logger: log, Replicas: g.replicas, ConnectWait: 30 * time.Second})
 			if err != nil {
 				return err
 			}

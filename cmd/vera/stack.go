@@ -31,9 +31,10 @@ func newStack(g *globals, url string, log *slog.Logger) *stack {
 	return &stack{g: g, url: url, log: log, failed: make(chan struct{})}
 }
 
-// connect opens a connection stamped with source.
+// connect opens a connection stamped with source, as the identity of the
+// same name.
 func (s *stack) connect(ctx context.Context, source string) (*bus.Bus, error) {
-	return bus.Connect(ctx, bus.Options{URL: s.url, CredsFile: s.g.natsCreds, Source: source, Logger: s.log,
+	return bus.Connect(ctx, bus.Options{URL: s.url, CredsFile: s.g.credsFor("", source), Source: source, Logger: s.log,
 		Replicas: s.g.replicas, ConnectWait: 30 * time.Second})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/bus/embedded"
 	"github.com/vera-run/vera/projector"
@@ -128,49 +129,60 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	ctx := cmd.Context()
 	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
 	url := g.natsURL
-	var srv *embedded.Server
+	g.credsDataDir = f.dataDir
+	var eb *embeddedBus
 	if !external {
-		srv, err = embedded.Start(embedded.Options{DataDir: filepath.Join(f.dataDir, "nats"), Listen: f.natsListen, ServerName: "vera", Logger: log})
+		eb, err = startEmbedded(ctx, g, f.dataDir, f.natsListen, "vera", log)
 		if err != nil {
 			return err
 		}
 		defer func() {
-			srv.Shutdown()
+			eb.srv.Shutdown()
 			log.Info("NATS server stopped")
 		}()
-		url = srv.ClientURL()
+		url = eb.srv.ClientURL()
 	}
-	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: "vera-up", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	// The process's own connection is admin's: it creates the streams
+	// and imports the demo's recorded run.
+	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.dataDir, auth.Admin), Source: "vera-up", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 
 	w := g.stdout
-	if srv != nil {
+	if eb != nil {
 		fmt.Fprintf(w, "VERA bus up: NATS with JetStream at %s (store %s, fsync always)\n", url, filepath.Join(f.dataDir, "nats"))
+		fmt.Fprintf(w, "  identities: %s (authentication required; `vera auth list`)\n", eb.store.Dir)
 	} else {
 		fmt.Fprintf(w, "VERA up on the external NATS at %s\n", url)
 	}
 	fmt.Fprintf(w, "  streams: %s (vera.run.>), %s (vera.dlq.>), object store %s\n", bus.StreamName, bus.DeadLetterStream, bus.BlobBucket)
 	fmt.Fprintf(w, "  watch:   vera events tail --nats-url %s\n", url)
-	fmt.Fprintf(w, "  or:      nats sub --server %s 'vera.run.>'\n", url)
+	if eb != nil {
+		fmt.Fprintf(w, "  or:      nats sub --server %s --nkey %s 'vera.run.>'\n", url, eb.store.Path(auth.Reader))
+	} else {
+		fmt.Fprintf(w, "  or:      nats sub --server %s 'vera.run.>'\n", url)
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := newStack(g, url, log)
+	if eb != nil {
+		s.addFunc(cctx, "identities", func(ctx context.Context) error { return eb.watchIdentities(ctx, log) })
+	}
 	if !f.noSandbox {
 		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
 			return runSandboxd(ctx, b, f.sf.config(f.dataDir, g), log)
 		})
 	}
 	if !f.noAgent {
-		s.add(cctx, "agent", "agents", func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, f.af, log) })
+		s.add(cctx, "agent", catalog.ComponentAgent, func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, f.af, log) })
 	}
 	if !f.noVerifiers {
 		s.addFunc(cctx, "verifiers (logic, verifyfast, deepverify)", func(ctx context.Context) error { return runVerifiers(ctx, g, url, f.vf, log) })
 	}
 	if !f.noProjector {
-		s.add(cctx, "projector (run files)", "projector", func(ctx context.Context, b *bus.Bus) error {
+		s.add(cctx, "projector (run files)", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) error {
 			return (&projector.Files{Bus: b, Logger: log, Root: hooks.filesRoot}).Run(ctx)
 		})
 	}
@@ -182,8 +194,26 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 			s.wait()
 			return err
 		}
-		m := projector.NewMetrics(b, log)
-		d, err := dashboard.New(dashboard.Options{Bus: b, Metrics: m, DataDir: f.dataDir, Template: f.dm.template(), Logger: log})
+		// The metrics read (as reader); the dashboard starts and cancels
+		// runs (as the dashboard).
+		mb, err := s.connect(cctx, auth.Reader)
+		if err != nil {
+			ln.Close()
+			cancel()
+			s.wait()
+			return err
+		}
+		defer mb.Close()
+		db, err := s.connect(cctx, catalog.ComponentDashboard)
+		if err != nil {
+			ln.Close()
+			cancel()
+			s.wait()
+			return err
+		}
+		defer db.Close()
+		m := projector.NewMetrics(mb, log)
+		d, err := dashboard.New(dashboard.Options{Bus: db, Metrics: m, DataDir: f.dataDir, Template: f.dm.template(), Logger: log})
 		if err != nil {
 			ln.Close()
 			cancel()

@@ -52,7 +52,7 @@ func (f *verifierFlags) validate() error {
 func runVerifiers(ctx context.Context, g *globals, url string, f verifierFlags, log *slog.Logger) error {
 	var h *logic.Hybrid
 	connect := func(source string) (*bus.Bus, error) {
-		return bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.natsCreds, Source: source, Logger: log, Replicas: g.replicas, ConnectWait: 30 * time.Second})
+		return bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor("", source), Source: source, Logger: log, Replicas: g.replicas, ConnectWait: 30 * time.Second})
 	}
 	logicBus, err := connect(catalog.ComponentLogic)
 	if err != nil {
