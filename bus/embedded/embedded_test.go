@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/embedded"
 )
@@ -94,17 +96,33 @@ func TestRestartKeepsEvents(t *testing.T) {
 	}
 }
 
-// TestNATSConfStartsAVERAServer parses the repository's nats.conf, starts
-// a server from it (on a free port and a temporary store) and runs the bus
-// on it.
+// TestNATSConfStartsAVERAServer takes the repository's nats.conf with the
+// identities `vera auth init --data-dir ./.vera` makes beside it, starts a
+// server from it (on a free port and a temporary store) and checks that it
+// requires authentication and enforces the catalogue's permissions.
 func TestNATSConfStartsAVERAServer(t *testing.T) {
-	opts, err := server.ProcessConfigFile("../../nats.conf")
+	dir := t.TempDir()
+	conf, err := os.ReadFile("../../nats.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := auth.Store{Dir: auth.DirOf(filepath.Join(dir, ".vera"))}
+	if _, err := store.Init(); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !opts.JetStream || !opts.SyncAlways || opts.Host != "127.0.0.1" || opts.Port != 4222 {
 		t.Fatalf("nats.conf: jetstream=%v sync_always=%v listen=%s:%d; want JetStream, sync_interval always, 127.0.0.1:4222",
 			opts.JetStream, opts.SyncAlways, opts.Host, opts.Port)
+	}
+	if len(opts.Nkeys) != len(auth.BuiltIn()) {
+		t.Fatalf("nats.conf has %d users, want VERA's %d identities", len(opts.Nkeys), len(auth.BuiltIn()))
 	}
 	opts.Port = server.RANDOM_PORT
 	opts.StoreDir = t.TempDir()
@@ -113,10 +131,20 @@ func TestNATSConfStartsAVERAServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown()
-	b := bustest.Connect(t, s.ClientURL(), bus.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), Logger: bustest.Logger(t)}); !errors.Is(err, bus.ErrNotAuthorized) {
+		t.Fatalf("connect without credentials to a server from nats.conf: %v", err)
+	}
+	bustest.ConnectAs(t, s.ClientURL(), store, auth.Admin, bus.Options{}) // creates the streams
+	b := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishRetries: 1})
 	ev, _ := b.Events.NewRaw("conf", "vera.ext.demo", []byte(`{}`))
-	if _, err := b.Publish(context.Background(), ev); err != nil {
+	if _, err := b.Publish(ctx, ev); err != nil {
 		t.Fatal(err)
+	}
+	ev, _ = b.Events.NewRaw("conf", "vera.run.finished", []byte(`{"status":"RESOLVED"}`))
+	if _, err := b.Publish(ctx, ev); !errors.Is(err, bus.ErrPermissionDenied) {
+		t.Fatalf("ext publishing vera.run.finished on a server from nats.conf: %v", err)
 	}
 }
 
@@ -126,16 +154,45 @@ func TestClusterConfs(t *testing.T) {
 	names := map[string]bool{}
 	for i := 1; i <= 3; i++ {
 		path := filepath.Join("..", "..", "deploy", "cluster", "node"+string(rune('0'+i))+".conf")
-		opts, err := server.ProcessConfigFile(path)
+		opts, err := server.ProcessConfigFile(withIdentities(t, path))
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 		if !opts.JetStream || !opts.SyncAlways || opts.Cluster.Name != "vera" || len(opts.Routes) != 3 || opts.Cluster.Port != 6222 {
 			t.Errorf("%s: jetstream=%v sync=%v cluster=%q routes=%d", path, opts.JetStream, opts.SyncAlways, opts.Cluster.Name, len(opts.Routes))
 		}
+		if len(opts.Nkeys) != len(auth.BuiltIn()) {
+			t.Errorf("%s: %d users, want VERA's %d identities", path, len(opts.Nkeys), len(auth.BuiltIn()))
+		}
 		names[opts.ServerName] = true
 	}
 	if len(names) != 3 {
 		t.Errorf("server names not distinct: %v", names)
 	}
+}
+
+// withIdentities copies a cluster node's config with its include of the
+// identities pointed at ones made for the test, as `vera auth init` makes
+// them on a real node.
+func withIdentities(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const include = `include "/var/lib/vera/creds/nats-auth.conf"`
+	if !strings.Contains(string(b), include) {
+		t.Fatalf("%s does not include the identities (%s)", path, include)
+	}
+	dir := t.TempDir()
+	store := auth.Store{Dir: auth.DirOf(dir)}
+	if _, err := store.Init(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, filepath.Base(path))
+	conf := strings.Replace(string(b), include, `include "`+filepath.Join("creds", "nats-auth.conf")+`"`, 1)
+	if err := os.WriteFile(out, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

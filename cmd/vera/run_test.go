@@ -102,7 +102,7 @@ func TestRunExitCodesAgainstVeraUp(t *testing.T) {
 	model := scriptedmodel.Start(t, scriptedmodel.WithRules(byStep(nil,
 		turn(`{"tool":"notes_append","args":{"text":"still thinking"}}`, "none", "UNRESOLVED(need more)"))))
 	addr := bustest.FreeAddr(t)
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 	if !strings.Contains(upOut.String(), "agent") {
 		t.Fatalf("vera up does not run the agent:\n%s", upOut.String())
@@ -175,7 +175,7 @@ func TestComponentsAsSeparateCommands(t *testing.T) {
 	}, "")))
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "", "--no-sandboxd",
+	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "", "--no-sandboxd",
 		"--no-agent", "--no-projector", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 	if c := upOut.String(); strings.Contains(c, "agent,") || strings.Contains(c, "projector") || strings.Contains(c, "dashboard") {

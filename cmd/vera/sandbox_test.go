@@ -18,7 +18,7 @@ func TestSandboxExecThroughVeraUp(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--image", img, "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--image", img, "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 	if !strings.Contains(upOut.String(), "components: sandboxd") {
 		t.Fatalf("vera up does not run sandboxd:\n%s", upOut.String())

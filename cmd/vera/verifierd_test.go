@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/scriptedmodel"
@@ -17,12 +18,12 @@ func TestUpRunsTheLogicVerifier(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 	if !strings.Contains(upOut.String(), "verifiers (logic, verifyfast, deepverify)") {
 		t.Fatalf("banner: %s", upOut.String())
 	}
-	b := bustest.Connect(t, url, bus.Options{Source: catalog.ComponentAgent})
+	b := bustest.Connect(t, url, bus.Options{Source: catalog.ComponentAgent, CredsFile: identityFile(catalog.ComponentAgent)})
 	ctx := context.Background()
 	for step := 1; step <= 3; step++ {
 		ev, err := b.Events.New("loop-run", catalog.AgentStep{
@@ -64,9 +65,9 @@ func TestUpRunsVerifyFastOnFinalAnswers(t *testing.T) {
 	))
 	t.Setenv("NATS_URL", "")
 	addr := bustest.FreeAddr(t)
-	upOut, _, stopUp := start(t, "up", "--data-dir", t.TempDir(), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
+	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
-	b := bustest.Connect(t, "nats://"+addr, bus.Options{Source: catalog.ComponentAgent})
+	b := bustest.Connect(t, "nats://"+addr, bus.Options{Source: catalog.ComponentAgent, CredsFile: identityFile(auth.Admin)}) // plays the cli and the agent
 	ctx := context.Background()
 	run := "vf-run"
 	model := catalog.ModelConfig{BaseURL: srv.URL(), Name: "scripted"}
