@@ -165,7 +165,7 @@ func PermissionsOf(id Identity) (*Permissions, error) {
 // these permissions may use ("" for none).
 func readPermissions(p *Permissions, owner string) {
 	p.SubscribeAllow = append(p.SubscribeAllow,
-		"vera.>",    // core NATS: watch events as they are stored
+		"vera.>",   // core NATS: watch events as they are stored
 		"_INBOX.>", // replies: JetStream API answers, pulled messages, publish acks
 	)
 	p.PublishAllow = append(p.PublishAllow,

@@ -278,4 +278,3 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return nil
 }
-
