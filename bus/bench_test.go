@@ -10,12 +10,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/bustest"
 )
 
 // The benchmarks measure the bus against raw nats.go jetstream calls on the
-// same embedded server and stream (file storage, fsync on every write) in
-// one run, and report ratio = bus time / raw time per event (lower is
+// same embedded server and stream (file storage, fsync on every write,
+// authentication and permissions on: both legs connect as the ext
+// identity, whose events vera.ext.note are) in one run, and report ratio = bus time / raw time per event (lower is
 // better; 1.0 is parity). Raw and bus legs alternate in chunks so that
 // machine noise hits both alike.
 //
@@ -24,8 +26,42 @@ import (
 var benchPayload = note{N: 1, Text: "a typical small event: a tool request or a policy nudge with a sentence of text"}
 
 func benchBus(b *testing.B) *bus.Bus {
-	_, bb := bustest.New(b)
-	return bb
+	s, store, _ := bustest.NewSecure(b)
+	return bustest.ConnectAs(b, s.ClientURL(), store, auth.Ext, bus.Options{})
+}
+
+// BenchmarkAuthenticationCost is the price of authentication and
+// permissions themselves: raw jetstream publishes to an open server and
+// to one that requires nkeys and checks the ext identity's permissions,
+// alternating in chunks, in one run. ratio = authenticated / open.
+func BenchmarkAuthenticationCost(b *testing.B) {
+	_, open := bustest.New(b)
+	secure := benchBus(b)
+	ctx := context.Background()
+	proto, _ := open.Events.New("bench", benchPayload)
+	data, _ := proto.Marshal()
+	subj, _ := proto.NATSSubject()
+	var raw, ours time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		chunk := min(100, b.N-done)
+		for _, leg := range []struct {
+			js  jetstream.JetStream
+			sum *time.Duration
+		}{{open.JetStream(), &raw}, {secure.JetStream(), &ours}} {
+			t0 := time.Now()
+			for i := 0; i < chunk; i++ {
+				if _, err := leg.js.Publish(ctx, subj, data, jetstream.WithMsgID(nuid.Next())); err != nil {
+					b.Fatal(err)
+				}
+			}
+			*leg.sum += time.Since(t0)
+		}
+		done += chunk
+	}
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "open-ns/event")
+	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "auth-ns/event")
+	b.ReportMetric(float64(ours)/float64(raw), "ratio")
 }
 
 func report(b *testing.B, raw, ours time.Duration, n int) {

@@ -187,6 +187,7 @@ func readPermissions(p *Permissions, owner string) {
 			"$JS.API.CONSUMER.MSG.NEXT."+s+".*",
 			"$JS.API.CONSUMER.DELETE."+s+".*",
 			"$JS.ACK."+s+".>",
+			"$JS.FC."+s+".>", // flow control replies of push consumers (nats stream view)
 		)
 	}
 	for _, c := range slices.Sorted(mapKeys(ComponentDurables)) {
