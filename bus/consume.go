@@ -335,10 +335,7 @@ func newMessage(jm jetstream.Msg) *Message {
 		return m
 	}
 	m.Sequence, m.Delivered, m.Stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
-	ev, err := ParseEvent(m.Raw)
-	if err == nil && !subjectMatches(m.Subject, &ev) {
-		err = fmt.Errorf("%w: envelope (run %q, type %q) does not match subject %q", ErrInvalidEvent, ev.RunID, ev.Type, m.Subject)
-	}
+	ev, err := ParseStored(m.Subject, m.Raw)
 	if err != nil {
 		m.envErr = err
 		return m
@@ -412,6 +409,19 @@ func (s *sharder) drain(key string) {
 
 // wait returns when every dispatched delivery has been handled.
 func (s *sharder) wait() { s.wg.Wait() }
+
+// ParseStored decodes and validates an envelope stored on subject. The
+// envelope must name the run and type the subject does: publish
+// permissions are per subject, so an identity allowed only
+// vera.run.*.ext.> must not get a vera.tool.finished believed by putting
+// that type in the envelope.
+func ParseStored(subject string, raw []byte) (Event, error) {
+	ev, err := ParseEvent(raw)
+	if err == nil && !subjectMatches(subject, &ev) {
+		return Event{}, fmt.Errorf("%w: envelope (run %q, type %q) does not match subject %q", ErrInvalidEvent, ev.RunID, ev.Type, subject)
+	}
+	return ev, err
+}
 
 // subjectMatches reports whether subject is vera.run.<RunID>.<Type without
 // "vera.">, without allocating.

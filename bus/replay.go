@@ -108,7 +108,7 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 				return
 			}
 			rec := Record{Sequence: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Raw: m.Data()}
-			rec.Event, rec.Err = ParseEvent(rec.Raw)
+			rec.Event, rec.Err = ParseStored(rec.Subject, rec.Raw)
 			if !yield(rec, nil) {
 				return
 			}
@@ -142,7 +142,7 @@ func (b *Bus) readDirect(ctx context.Context, filter string, seq uint64, yield f
 			return 0, true
 		}
 		rec := Record{Sequence: m.Sequence, Subject: m.Subject, Stored: m.Time, Raw: m.Data}
-		rec.Event, rec.Err = ParseEvent(rec.Raw)
+		rec.Event, rec.Err = ParseStored(rec.Subject, rec.Raw)
 		if !yield(rec, nil) {
 			return 0, true
 		}

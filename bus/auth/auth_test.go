@@ -370,3 +370,35 @@ func TestConfigBlockIsTheSamePermissions(t *testing.T) {
 	}
 	_ = admin
 }
+
+// TestExtCannotForgeATypeInTheEnvelope: ext may publish on
+// vera.run.*.ext.>, so it could store an envelope that claims to be a
+// vera.tool.finished there; no reader of the run takes it for one.
+func TestExtCannotForgeATypeInTheEnvelope(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, time.Minute)
+	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishRetries: 1})
+	forged := exampleEvent(t, ext, "x", catalog.TypeToolFinished)
+	raw, err := forged.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ext.PublishRaw(ctx, "vera.run.x.ext.forged", forged.ID, raw); err != nil {
+		t.Fatalf("ext publishing on its own subject: %v", err)
+	}
+	evs, err := admin.ReadRun(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 0 {
+		t.Fatalf("the run's readers take the forged envelope for %s", evs[0].Type)
+	}
+	for rec, err := range admin.Read(ctx, bus.ReadOptions{RunID: "x"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Err == nil || !strings.Contains(rec.Err.Error(), "does not match subject") {
+			t.Fatalf("forged envelope read as %v (err %v)", rec.Event.Type, rec.Err)
+		}
+	}
+}
