@@ -48,6 +48,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 				return usageError{fmt.Errorf("--max-steps and --audit-rounds must be 0 or more")}
 			}
 			ctx := cmd.Context()
+			g.credsDataDir = dataDir // its identity is in DATA_DIR/creds
 			b, err := g.connect(ctx, catalog.ComponentDashboard, false, log)
 			if err != nil {
 				return err
