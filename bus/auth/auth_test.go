@@ -402,3 +402,26 @@ func TestExtCannotForgeATypeInTheEnvelope(t *testing.T) {
 		}
 	}
 }
+
+func TestStoreRefusesADirectoryItDoesNotOwn(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "creds")
+	if err := os.Symlink(t.TempDir(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (auth.Store{Dir: dir}).Init(); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("Init on a symlinked creds dir: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	other := filepath.Join(t.TempDir(), "creds")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (auth.Store{Dir: other}).Init(); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Fatalf("Init on another user's creds dir: %v", err)
+	}
+}

@@ -166,9 +166,15 @@ func (s Store) ensureDir() error {
 	if err := os.MkdirAll(s.Dir, dirMode); err != nil {
 		return fmt.Errorf("creds directory %s: %w", s.Dir, err)
 	}
-	st, err := os.Stat(s.Dir)
+	st, err := os.Lstat(s.Dir)
 	if err != nil {
 		return fmt.Errorf("creds directory %s: %w", s.Dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("creds directory %s is not a directory (a symlink?): remove it and start again", s.Dir)
+	}
+	if uid, ok := ownerOf(st); ok && uid != os.Geteuid() {
+		return fmt.Errorf("creds directory %s belongs to uid %d, not to you (uid %d): another user could read or plant keys there; use a data dir of your own", s.Dir, uid, os.Geteuid())
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		if err := os.Chmod(s.Dir, dirMode); err != nil {
