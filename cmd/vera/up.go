@@ -167,9 +167,6 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := newStack(g, url, log)
-	if eb != nil {
-		s.addFunc(cctx, "identities", func(ctx context.Context) error { return eb.watchIdentities(ctx, log) })
-	}
 	if !f.noSandbox {
 		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
 			return runSandboxd(ctx, b, f.sf.config(f.dataDir, g), log)
@@ -228,6 +225,11 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 		fmt.Fprintf(w, "  metrics:   http://%s/metrics\n", ln.Addr())
 	}
 	fmt.Fprintf(w, "  components: %s\n", strings.Join(s.components(), ", "))
+	if eb != nil {
+		// Not a component: it reloads the server's users when `vera auth
+		// issue` or `revoke` changed them.
+		s.addFunc(cctx, "identities", func(ctx context.Context) error { return eb.watchIdentities(ctx, log) })
+	}
 	if hooks.ready != nil {
 		if err := hooks.ready(cctx, b, w, dashURL); err != nil {
 			cancel()
