@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
@@ -432,5 +433,45 @@ func TestBlobs(t *testing.T) {
 	// 6 chunks of the 3 MiB blob (once) + 0+1+1+2+3 of the edge sizes.
 	if chunks != 6+7 {
 		t.Errorf("%d chunks stored, want 13 (old copies purged)", chunks)
+	}
+}
+
+// TestReadWhenNoConsumerIsLeft: another client took every consumer the
+// stream allows; a read that ends (a component's catch-up read) still
+// gets the whole run, by direct gets.
+func TestReadWhenNoConsumerIsLeft(t *testing.T) {
+	s := bustest.StartServer(t)
+	ctx := ctxT(t)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cfg := (bus.Options{}).StreamConfig()
+	cfg.MaxConsumers = 2
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b := bustest.Connect(t, s.ClientURL(), bus.Options{})
+	for i := range 40 {
+		if _, err := b.Publish(ctx, mustEvent(t, b, "r", note{N: i})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if _, err := js.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{}); !errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+		t.Fatalf("a third consumer: %v, want the limit", err)
+	}
+	evs, err := b.ReadRun(ctx, "r")
+	if err != nil {
+		t.Fatalf("read with no consumer left: %v", err)
+	}
+	if len(evs) != 40 {
+		t.Fatalf("read %d events, want 40", len(evs))
 	}
 }

@@ -68,6 +68,21 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			oc.DeliverPolicy, oc.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 		}
 		cons, err := b.js.OrderedConsumer(ctx, StreamName, oc)
+		if err != nil && !opts.Follow && len(filters) == 1 && opts.FromTime.IsZero() &&
+			(errors.Is(err, jetstream.ErrMaximumConsumersLimit) || isAPIErrorCode(err, int(jetstream.JSErrCodeMaximumConsumersLimit))) {
+			// Another client used up the stream's consumers: a read that
+			// ends can still be done by direct gets, one message each, so
+			// a component's handler does not fail for it.
+			b.log.Warn("no consumer to be had (limit reached); reading by direct gets", "filter", filters[0])
+			seq := max(opts.FromSeq, 1)
+			for {
+				next, done := b.readDirect(ctx, filters[0], seq, yield)
+				if done {
+					return
+				}
+				seq = next
+			}
+		}
 		if err != nil {
 			yield(Record{}, fmt.Errorf("read %s: %w", StreamName, err))
 			return
