@@ -135,6 +135,7 @@ func TestResearchEndToEnd(t *testing.T) {
 	d, err := sandboxd.New(bustest.Connect(t, h.url, bus.Options{Source: "sandboxd", ReadOnly: true}), docker, sandboxd.Config{
 		Image: img, WorkRoot: filepath.Join(root, "runs"), SpoolDir: filepath.Join(root, "spool"),
 		Network: netName, Logger: bustest.Logger(t), Memory: 512 << 20, PidsLimit: 256,
+		WorkRoots: []string{root}, // the runs' work dirs are under the test's temp dir
 	})
 	if err != nil {
 		t.Fatal(err)

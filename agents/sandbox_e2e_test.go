@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -66,7 +67,7 @@ func TestEndToEndWithSandbox(t *testing.T) {
 
 	d, err := sandboxd.New(bustest.Connect(t, srv.ClientURL(), bus.Options{Source: "sandboxd", ReadOnly: true}), docker, sandboxd.Config{
 		Image: img, WorkRoot: filepath.Join(root, "runs"), SpoolDir: filepath.Join(root, "spool"),
-		Logger: log, Memory: 512 << 20, PidsLimit: 256,
+		Logger: log, Memory: 512 << 20, PidsLimit: 256, WorkRoots: []string{os.TempDir()},
 	})
 	if err != nil {
 		t.Fatal(err)

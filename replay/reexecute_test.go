@@ -212,7 +212,7 @@ func TestReexecuteWithSandbox(t *testing.T) {
 	const runID = "rec-sbx"
 	srv, b := bustest.New(t)
 	root := t.TempDir()
-	cfg := sandboxd.Config{Image: img, Memory: 512 << 20, PidsLimit: 256, Logger: bustest.Logger(t)}
+	cfg := sandboxd.Config{Image: img, Memory: 512 << 20, PidsLimit: 256, Logger: bustest.Logger(t), WorkRoots: []string{os.TempDir()}}
 	rcfg := cfg
 	rcfg.WorkRoot, rcfg.SpoolDir = filepath.Join(root, "runs"), filepath.Join(root, "spool")
 	d, err := sandboxd.New(bustest.Connect(t, srv.ClientURL(), bus.Options{Source: "sandboxd", ReadOnly: true}), docker, rcfg)

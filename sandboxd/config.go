@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/vera-run/vera/bus"
@@ -38,16 +37,31 @@ type Config struct {
 	Image string
 	// WorkRoot holds the work dirs of runs that were not submitted with one
 	// (e.g. `vera sandbox exec` on a fresh run id): WorkRoot/<run_id>/work.
+	// It is always one of WorkRoots.
 	WorkRoot string
+	// WorkRoots are the host directories under which a run's work dir may
+	// lie, after resolving symlinks; a task naming another is refused and
+	// gets no container. The operator's choice, never the task's.
+	WorkRoots []string
+	// InputRoots are the same for input dirs (mounted read-only); none
+	// means runs may not have an input dir.
+	InputRoots []string
+	// Protected are host paths no mount may contain or lie inside: VERA's
+	// identities, the NATS store, the spool (SpoolDir is always one).
+	Protected []string
+	// AllowedImages are images a run may ask for besides Image.
+	AllowedImages []string
 	// SpoolDir keeps every running command's output on disk.
 	SpoolDir string
 	// Network is the Docker network mode for runs with network access:
 	// "bridge", "none", or the name of a user-defined network.
 	Network string
 	// User is the container user "uid:gid"; default the daemon's own, so
-	// files in the work dir belong to whoever runs VERA.
+	// files in the work dir belong to whoever runs VERA — except when the
+	// daemon runs as root: then SandboxUser, never 0.
 	User string
-	// Lab runs every container privileged as root (the spec's lab mode).
+	// Lab allows lab mode (the spec's: privileged, root) for runs that ask
+	// for it in their task; neither alone is enough.
 	Lab bool
 	// KeepContainers leaves containers in place when their run ends.
 	KeepContainers bool
@@ -77,6 +91,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.User == "" {
 		c.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+		if os.Geteuid() == 0 {
+			c.User = SandboxUser
+		}
 	}
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = DefaultTimeout
@@ -113,10 +130,19 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("sandboxd: %w", err)
 		}
 	}
-	abs, err := filepath.Abs(c.WorkRoot)
+	abs, err := resolvePath(c.WorkRoot)
 	if err != nil {
 		return fmt.Errorf("sandboxd: work root: %w", err)
 	}
 	c.WorkRoot = abs
+	if c.WorkRoots, err = resolveAll(append([]string{c.WorkRoot}, c.WorkRoots...)); err != nil {
+		return fmt.Errorf("sandboxd: work roots: %w", err)
+	}
+	if c.InputRoots, err = resolveAll(c.InputRoots); err != nil {
+		return fmt.Errorf("sandboxd: input roots: %w", err)
+	}
+	if c.Protected, err = resolveAll(append([]string{c.SpoolDir}, c.Protected...)); err != nil {
+		return fmt.Errorf("sandboxd: protected paths: %w", err)
+	}
 	return nil
 }

@@ -7,8 +7,14 @@ import (
 
 func TestBoxConfigSafeByDefault(t *testing.T) {
 	cfg, host := boxConfig(boxSpec{run: "r", role: roleAgent, image: "img", work: "/w", input: "/in", network: "bridge", user: "1000:1000", memory: 1 << 30, pids: 100, cpus: 1.5})
-	if cfg.User != "1000:1000" || host.Privileged || !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Contains(host.SecurityOpt, "no-new-privileges:true") {
-		t.Fatalf("not safe by default: user %s privileged %v capdrop %v secopt %v", cfg.User, host.Privileged, host.CapDrop, host.SecurityOpt)
+	// The container's own process is root with KILL only (for sandboxd's
+	// killer); commands run as the user by their exec.
+	if cfg.User != "0:0" || host.Privileged || !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Equal(host.CapAdd, []string{"KILL"}) ||
+		!slices.Contains(host.SecurityOpt, "no-new-privileges:true") {
+		t.Fatalf("not safe by default: user %s privileged %v capdrop %v capadd %v secopt %v cmd %v", cfg.User, host.Privileged, host.CapDrop, host.CapAdd, host.SecurityOpt, cfg.Cmd)
+	}
+	if _, root := boxConfig(boxSpec{run: "r", role: roleAgent, work: "/w", user: "0:0", pids: 1}); len(root.CapAdd) != len(keptCapabilities) {
+		t.Fatalf("an explicit root user keeps %v, want %v", root.CapAdd, keptCapabilities)
 	}
 	if *host.PidsLimit != 100 || host.Memory != 1<<30 || host.MemorySwap != 1<<30 || host.NanoCPUs != 1.5e9 || !*host.Init {
 		t.Fatalf("limits: %+v", host.Resources)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -48,10 +47,25 @@ func ContainerName(runID string, r role) string {
 	return "vera-" + runID
 }
 
-// capabilities kept when all are dropped: what a package install and
-// file ownership changes by root inside the container need. Everything
-// else (NET_RAW, SYS_*, MKNOD, AUDIT_*, …) is dropped.
+// keptCapabilities are kept, when all others are dropped, only for a
+// container whose user is root (an operator's explicit --user 0:0): what a
+// package install needs (apt-get changes file owners and modes: CHOWN,
+// DAC_OVERRIDE, FOWNER, FSETID; it drops to the _apt user: SETUID,
+// SETGID), and KILL (below). Everything else (NET_RAW, SYS_*, MKNOD,
+// AUDIT_*, …) is always dropped.
 var keptCapabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETGID", "SETUID", "KILL"}
+
+// killerCapabilities are all a container with a non-root user keeps: KILL,
+// for sandboxd's own killer, which runs as root inside the container to end
+// a timed-out command's process group whatever user it runs as. The
+// command's user cannot use it: its exec runs as that user, with no
+// effective, permitted or ambient capability, and no-new-privileges keeps
+// it from gaining any.
+var killerCapabilities = []string{"KILL"}
+
+// ConsoleFile is where a command's wrapper writes the line that shows it in
+// the container's log.
+const ConsoleFile = "/tmp/.vera/console"
 
 // box is a running sandbox container.
 type box struct {
@@ -60,43 +74,30 @@ type box struct {
 	env      map[string]string // the container's own environment
 }
 
-// mounts returns the work and input dirs of a run.
-func (d *Daemon) dirs(rs *runState) (work, input string, err error) {
-	work = filepath.Join(d.cfg.WorkRoot, rs.id, "work")
-	if rs.cfg != nil && rs.cfg.WorkDir != "" {
-		work = rs.cfg.WorkDir
-	}
-	if rs.cfg != nil {
-		input = rs.cfg.InputDir
-	}
-	if work, err = filepath.Abs(work); err != nil {
-		return "", "", err
-	}
-	if input != "" {
-		if input, err = filepath.Abs(input); err != nil {
-			return "", "", err
-		}
-		if st, err := os.Stat(input); err != nil || !st.IsDir() {
-			return "", "", fmt.Errorf("input dir %s is not a directory", input)
-		}
-	}
-	return work, input, nil
-}
-
-// prepareWorkDir creates the work dir and, if it had to create it while
-// running as root for another user, hands it to that user.
+// prepareWorkDir creates the work dir and, when the daemon runs as root
+// for another container user, hands the work dir to that user if root
+// owns it (it just created it, or root's own tool made it): otherwise the
+// sandbox could not write to /work. Only the directory itself changes
+// hands, not what is in it.
 func (d *Daemon) prepareWorkDir(work string) error {
-	if _, err := os.Stat(work); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return fmt.Errorf("create work dir: %w", err)
+	if _, err := os.Stat(work); err != nil {
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			return fmt.Errorf("create work dir: %w", err)
+		}
 	}
 	uid, gid, ok := numericUser(d.cfg.User)
-	if ok && os.Getuid() == 0 && uid != 0 {
+	if !ok || os.Geteuid() != 0 || uid == 0 {
+		return nil
+	}
+	st, err := os.Stat(work)
+	if err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	if owner, known := fileOwner(st); known && owner == 0 {
 		if err := os.Chown(work, uid, gid); err != nil {
 			return fmt.Errorf("hand work dir to %s: %w", d.cfg.User, err)
 		}
+		d.log.Info("work dir handed to the sandbox user", "dir", work, "user", d.cfg.User)
 	}
 	return nil
 }
@@ -169,7 +170,7 @@ func (d *Daemon) running(ctx context.Context, b *box) bool {
 }
 
 func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name string) (container.InspectResponse, error) {
-	work, input, err := d.dirs(rs)
+	work, input, err := d.admit(rs)
 	if err != nil {
 		return container.InspectResponse{}, err
 	}
@@ -177,13 +178,12 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		return container.InspectResponse{}, err
 	}
 	img := d.cfg.Image
-	lab := d.cfg.Lab
+	lab := d.labFor(rs)
 	network := d.cfg.Network
 	if c := rs.cfg; c != nil {
 		if c.Sandbox.Image != "" {
-			img = c.Sandbox.Image
+			img = c.Sandbox.Image // admitted: Image or an allowed one
 		}
-		lab = lab || c.Sandbox.Lab
 		if !c.Sandbox.Network {
 			network = "none"
 		}
@@ -213,11 +213,15 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		_ = d.docker.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
 		return container.InspectResponse{}, dockerErr("start container", err)
 	}
-	d.log.Info("sandbox container started", "run", rs.id, "container", name, "image", img, "network", network, "user", cfg.User, "lab", lab)
+	user := d.cfg.User
+	if lab {
+		user = "0:0"
+	}
+	d.log.Info("sandbox container started", "run", rs.id, "container", name, "image", img, "network", network, "user", user, "lab", lab)
 	if r == roleAgent {
 		// /work/.venv first on PATH (the image sets it) so that pip install
 		// works without root; caches live in /work/.cache.
-		if _, err := d.execSimple(ctx, created.ID, cfg.User, "mkdir -p /work/.cache && { [ -x /work/.venv/bin/python ] || python3 -m venv /work/.venv; }"); err != nil {
+		if _, err := d.execSimple(ctx, created.ID, user, "mkdir -p /work/.cache && { [ -x /work/.venv/bin/python ] || python3 -m venv /work/.venv; }"); err != nil {
 			d.log.Warn("bootstrap /work/.venv failed", "run", rs.id, "err", err)
 		}
 	}
@@ -245,9 +249,18 @@ func boxConfig(s boxSpec) (*container.Config, *container.HostConfig) {
 	init := true
 	pids := s.pids
 	cfg := &container.Config{
-		Image:      s.image,
-		Cmd:        []string{"sleep", "infinity"},
-		User:       s.user,
+		Image: s.image,
+		// The console: every command's wrapper appends its line to
+		// ConsoleFile (in /tmp/.vera, which the command user makes), and
+		// this process prints it, so that it is in the container's log.
+		// tail waits for the file to appear.
+		Cmd: []string{"/bin/sh", "-c", "exec tail -q -n +1 -F " + ConsoleFile + " 2>/dev/null"},
+		// The container's own process (tail) is root, holding only the
+		// capabilities below; every command runs as s.user by its exec.
+		// Docker gives an exec no capability at all when the container's
+		// user is not root, so sandboxd's killer (root, KILL) could not end
+		// a timed-out command's processes otherwise.
+		User:       "0:0",
 		WorkingDir: WorkMount,
 		Env:        []string{"HOME=/tmp", "VERA_RUN_ID=" + s.run, "VERA_ROLE=" + string(s.role)},
 		Labels:     map[string]string{LabelManaged: "true", LabelRun: s.run, LabelRole: string(s.role)},
@@ -269,7 +282,10 @@ func boxConfig(s boxSpec) (*container.Config, *container.HostConfig) {
 		return cfg, host
 	}
 	host.CapDrop = []string{"ALL"}
-	host.CapAdd = keptCapabilities
+	host.CapAdd = killerCapabilities
+	if uid, _, ok := numericUser(s.user); ok && uid == 0 {
+		host.CapAdd = keptCapabilities
+	}
 	host.SecurityOpt = []string{"no-new-privileges:true"}
 	return cfg, host
 }

@@ -126,7 +126,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 			Concurrency: 4,
 		}, d.handleControl)
 	}()
-	d.log.Info("sandboxd serving", "image", d.cfg.Image, "network", d.cfg.Network, "user", d.cfg.User, "lab", d.cfg.Lab)
+	if os.Geteuid() == 0 {
+		if uid, _, ok := numericUser(d.cfg.User); ok && uid == 0 {
+			d.log.Warn("sandboxd runs as root and so do its containers (--user 0:0): commands the model writes run as root in the sandbox", "user", d.cfg.User)
+		} else {
+			d.log.Warn("sandboxd runs as root; its containers run as the unprivileged "+d.cfg.User+", and work dirs root owns are handed to that user", "user", d.cfg.User)
+		}
+	}
+	d.log.Info("sandboxd serving", "image", d.cfg.Image, "network", d.cfg.Network, "user", d.cfg.User, "lab_allowed", d.cfg.Lab,
+		"work_roots", d.cfg.WorkRoots, "input_roots", d.cfg.InputRoots)
 	var first error
 	for i := 0; i < 2; i++ {
 		if err := <-errs; err != nil && first == nil {
@@ -334,6 +342,9 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	if rs.isEnded() {
 		return failed("the run has ended; the command was not run")
 	}
+	if _, _, err := d.admit(rs); err != nil {
+		return failed("%v; no container was created", err)
+	}
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = WorkMount
@@ -360,7 +371,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	stderr := newCapture(filepath.Join(spool, token+".stderr"), d.cfg.HeadBytes, d.cfg.TailBytes, d.cfg.SpoolMax)
 	var startErr error
 	user := d.cfg.User
-	if d.cfg.Lab || (rs.cfg != nil && rs.cfg.Sandbox.Lab) {
+	if d.labFor(rs) {
 		user = "0:0"
 	}
 	before := map[string]string{}

@@ -37,7 +37,7 @@ __vera_exit() {
 }
 trap __vera_exit EXIT
 cd -- "$3" 2>/dev/null || { printf 'vera: cwd %s is gone; starting in /work\n' "$3" >&2; cd /work; }
-printf '[%s] $ %s\n' "$4" "$__vera_cmd" > /proc/1/fd/1 2>/dev/null
+printf '[%s] $ %s\n' "$4" "$__vera_cmd" 2>/dev/null >> /tmp/.vera/console
 eval "$__vera_cmd"
 `
 

@@ -64,7 +64,18 @@ func TestGoneContainerIsRecreated(t *testing.T) {
 
 func TestLabModeIsPrivilegedAndSaysSo(t *testing.T) {
 	f := newFixture(t, func(c *sandboxd.Config) { c.Lab = true })
+	// The daemon's --lab alone changes no run: unprivileged.
+	plain := f.run("nolab")
+	if tf := f.exec(plain, req{cmd: "id -u"}); tf.Stdout.Head == "0\n" {
+		t.Fatalf("a run that did not ask for lab mode runs as root: %s", summarize(tf))
+	}
+	// A run that asks for it, on a daemon that allows it, gets it.
 	run := f.run("lab")
+	ev, _ := f.b.Events.New(run, catalog.TaskSubmitted{RunConfig: catalog.RunConfig{Task: "t", WorkDir: filepath.Join(t.TempDir(), "w"),
+		Sandbox: catalog.SandboxConfig{Lab: true}}, SubmittedBy: "test"})
+	if _, err := f.b.Publish(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
 	tf := f.exec(run, req{cmd: "id -u"})
 	switch {
 	case tf.Stdout.Head == "0\n":

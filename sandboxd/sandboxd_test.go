@@ -55,6 +55,8 @@ func newFixtureOpts(t testing.TB, mutate func(*sandboxd.Config), startDaemon boo
 	cfg := sandboxd.Config{
 		Image: img, WorkRoot: filepath.Join(root, "runs"), SpoolDir: filepath.Join(root, "spool"),
 		Logger: bustest.Logger(t), Memory: 512 << 20, PidsLimit: 256,
+		// The tests' work and input dirs are temporary directories.
+		WorkRoots: []string{os.TempDir()}, InputRoots: []string{os.TempDir()},
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -196,6 +198,7 @@ func TestMountsInputReadOnlyWorkReadWrite(t *testing.T) {
 	f := newFixture(t, nil)
 	run := f.run("mounts")
 	input := t.TempDir()
+	os.Chmod(input, 0o755) // readable by the sandbox's user, who is not root
 	os.WriteFile(filepath.Join(input, "data.txt"), []byte("input data\n"), 0o644)
 	// Submit the task so sandboxd knows the run's dirs.
 	work := filepath.Join(t.TempDir(), "work")
@@ -218,10 +221,16 @@ func TestMountsInputReadOnlyWorkReadWrite(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(input, "new.txt")); err == nil {
 		t.Fatal("file appeared in the input dir")
 	}
-	// The container user is the daemon's own user: files are not someone else's.
+	// The container user is the daemon's own user (files are not someone
+	// else's), but never root: a root daemon's containers run as
+	// SandboxUser.
+	want := os.Getuid()
+	if want == 0 {
+		want = 65532
+	}
 	st, _ := os.Stat(filepath.Join(work, "out.txt"))
-	if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() {
-		t.Errorf("out.txt owned by uid %d, want the host user %d", uid, os.Getuid())
+	if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != want {
+		t.Errorf("out.txt owned by uid %d, want %d", uid, want)
 	}
 }
 
@@ -413,7 +422,7 @@ func helperDaemon() int {
 	root := os.Getenv("SANDBOX_ROOT")
 	mem, _ := strconv.ParseInt(os.Getenv("SANDBOX_MEMORY"), 10, 64)
 	d, err := sandboxd.New(b, docker, sandboxd.Config{Image: os.Getenv("SANDBOX_IMAGE"), WorkRoot: filepath.Join(root, "runs"),
-		SpoolDir: filepath.Join(root, "spool"), Logger: log, Memory: mem, PidsLimit: 256})
+		SpoolDir: filepath.Join(root, "spool"), Logger: log, Memory: mem, PidsLimit: 256, WorkRoots: []string{os.TempDir()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/sandboxd/image"
@@ -37,6 +38,16 @@ type sandboxFlags struct {
 	pids           int64
 	cpus           float64
 	concurrency    int
+	workRoots      []string
+	inputRoots     []string
+	allowImages    []string
+}
+
+// homeDir is the daemon user's home, the default root of work and input
+// dirs ("" when there is none).
+func homeDir() string {
+	h, _ := os.UserHomeDir()
+	return h
 }
 
 func (f *sandboxFlags) register(cmd *cobra.Command) {
@@ -44,7 +55,10 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.image, "image", os.Getenv("VERA_SANDBOX_IMAGE"), "sandbox image; default the one `vera sandbox build` made (env VERA_SANDBOX_IMAGE)")
 	fl.StringVar(&f.network, "network", envOr("VERA_SANDBOX_NETWORK", sandboxd.DefaultNetwork), "Docker network of sandboxes: bridge, none, or a network name")
 	fl.StringVar(&f.user, "user", "", "container user uid:gid; default yours, so files in work dirs are yours")
-	fl.BoolVar(&f.lab, "lab", false, "LAB MODE: run sandboxes privileged as root (no isolation; trusted machines only)")
+	fl.BoolVar(&f.lab, "lab", false, "LAB MODE: allow runs that ask for it (sandbox.lab in their task) to run privileged as root (no isolation; trusted machines only)")
+	fl.StringSliceVar(&f.workRoots, "work-root", []string{homeDir()}, "a directory under which runs' work dirs may lie (repeatable; DATA_DIR/runs always may; VERA's keys and store never are mounted)")
+	fl.StringSliceVar(&f.inputRoots, "input-root", []string{homeDir()}, "a directory under which runs' input dirs may lie (repeatable; mounted read-only)")
+	fl.StringSliceVar(&f.allowImages, "allow-image", nil, "an image runs may ask for besides --image (repeatable)")
 	fl.BoolVar(&f.keepContainers, "keep-containers", false, "keep a run's containers after it ends")
 	fl.DurationVar(&f.timeout, "tool-timeout", sandboxd.DefaultTimeout, "default timeout of one command")
 	fl.Int64Var(&f.memory, "memory", sandboxd.DefaultMemory, "memory limit of a sandbox in bytes (also its swap limit)")
@@ -56,7 +70,11 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 func (f *sandboxFlags) config(dataDir string, g *globals) sandboxd.Config {
 	return sandboxd.Config{
 		Image: f.image, WorkRoot: filepath.Join(dataDir, "runs"), SpoolDir: filepath.Join(dataDir, "sandboxd", "spool"),
-		Network: f.network, User: f.user, Lab: f.lab, KeepContainers: f.keepContainers, DefaultTimeout: f.timeout,
+		WorkRoots: f.workRoots, InputRoots: f.inputRoots, AllowedImages: f.allowImages,
+		// VERA's own secrets and store never go into a sandbox, whatever
+		// the roots allow.
+		Protected: []string{auth.DirOf(dataDir), filepath.Join(dataDir, "nats"), filepath.Join(dataDir, "dashboard.token")},
+		Network:   f.network, User: f.user, Lab: f.lab, KeepContainers: f.keepContainers, DefaultTimeout: f.timeout,
 		Memory: f.memory, PidsLimit: f.pids, CPUs: f.cpus, Concurrency: f.concurrency,
 	}
 }

@@ -117,7 +117,7 @@ func TestSystemAuditedRun(t *testing.T) {
 
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
-	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0",
+	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--work-root", os.TempDir(),
 		"--image", img, "--network", netName, "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 
