@@ -652,3 +652,38 @@ func TestStagnationForcesTool(t *testing.T) {
 		t.Errorf("re-advancing a finished run stored %d more events", after-before)
 	}
 }
+
+// TestTaskWithASecretIsRefusedNotEchoed: a task whose api_key_env holds a
+// pasted key, or whose model URL holds a password (an outside publisher
+// that skipped VERA's own checks), is refused: no vera.run.started echoes
+// it, no model is called, and the reason does not repeat it.
+func TestTaskWithASecretIsRefusedNotEchoed(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.newAgent("a1"))
+	const key, pw = "sk-live-0123456789abcdefPASTED", "hunter2-secret"
+	cases := map[string]catalog.ModelConfig{
+		"run-key": {BaseURL: h.model.URL(), Name: "scripted", APIKeyEnv: key},
+		"run-pw":  {BaseURL: strings.Replace(h.model.URL(), "http://", "http://me:"+pw+"@", 1), Name: "scripted"},
+	}
+	for run, m := range cases {
+		h.submit(run, catalog.RunConfig{Model: m})
+		fin := h.waitFinished(run)
+		if fin.Outcome != catalog.OutcomeFailed || !strings.Contains(fin.Reason, "task refused") {
+			t.Errorf("%s: finished %+v, want FAILED (task refused)", run, fin)
+		}
+		for _, d := range h.events(run) {
+			if d.ev.Type == catalog.TypeRunStarted {
+				t.Errorf("%s: vera.run.started was published", run)
+			}
+			if d.ev.Type == catalog.TypeTaskSubmitted {
+				continue // the outside publisher's own event
+			}
+			if raw, _ := d.ev.Marshal(); strings.Contains(string(raw), key) || strings.Contains(string(raw), pw) {
+				t.Errorf("%s: %s repeats the secret: %s", run, d.ev.Type, raw)
+			}
+		}
+	}
+	if n := h.model.Count(); n != 0 {
+		t.Errorf("%d model calls for refused tasks", n)
+	}
+}

@@ -30,6 +30,12 @@ func (a *Agent) next(ctx context.Context, e *runEntry, runID string) (done bool,
 		return true, nil
 	}
 	if v.started == nil {
+		if err := v.submitted.RunConfig.ValidateSecrets(); err != nil {
+			// A key pasted where its variable's name belongs, or a
+			// password in a URL: never echoed into vera.run.started, and
+			// never used. The reason does not quote the value.
+			return true, a.finish(ctx, v, catalog.OutcomeFailed, "task refused: "+err.Error(), "", 0, v.submittedEv.ID, "agent/refused")
+		}
 		return false, a.start(ctx, v)
 	}
 	if n, err := a.recordEvidence(ctx, v); err != nil || n > 0 {

@@ -1,5 +1,13 @@
 package catalog
 
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
 // Run lifecycle types.
 const (
 	TypeTaskSubmitted = "vera.task.submitted"
@@ -107,3 +115,43 @@ type RunFinished struct {
 
 // EventType implements Payload.
 func (RunFinished) EventType() string { return TypeRunFinished }
+
+// envNameRE is what an environment variable name may be.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// ValidEnvName reports whether s can name an environment variable.
+func ValidEnvName(s string) bool { return envNameRE.MatchString(s) }
+
+// ErrSecretInConfig: a model configuration holds what looks like a secret
+// where only a name or a plain URL belongs. Its message never repeats the
+// value.
+var ErrSecretInConfig = errors.New("a secret in the run's settings")
+
+// Validate checks that a model configuration carries no secret: api_key_env
+// must name an environment variable (a pasted key is refused), and the
+// base URL may hold no user name or password. field names the setting in
+// the message ("--api-key-env", "model"). The error never quotes the
+// offending value.
+func (m ModelConfig) Validate(field string) error {
+	if m.APIKeyEnv != "" && !ValidEnvName(m.APIKeyEnv) {
+		return fmt.Errorf("%w: %s api_key_env must be the NAME of an environment variable (letters, digits, _), not the key itself (%d characters given, not shown); put the key in a variable, e.g. VERA_MODEL_API_KEY, and give its name", ErrSecretInConfig, field, len(m.APIKeyEnv))
+	}
+	if u, err := url.Parse(strings.TrimSpace(m.BaseURL)); err == nil && u.User != nil {
+		return fmt.Errorf("%w: %s base_url holds a user name or password (not shown); drop it from the URL, put the key in an environment variable and give its name as api_key_env", ErrSecretInConfig, field)
+	} else if err != nil && strings.Contains(m.BaseURL, "@") {
+		return fmt.Errorf("%w: %s base_url does not parse and may hold a password (not shown)", ErrSecretInConfig, field)
+	}
+	return nil
+}
+
+// ValidateSecrets checks every model configuration of a run (the agent's
+// and the auditor's) with ModelConfig.Validate.
+func (c RunConfig) ValidateSecrets() error {
+	if err := c.Model.Validate("model"); err != nil {
+		return err
+	}
+	if c.Auditor.Model != nil {
+		return c.Auditor.Model.Validate("auditor model")
+	}
+	return nil
+}

@@ -47,6 +47,9 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			if runs.maxSteps < 0 || runs.auditRounds < 0 {
 				return usageError{fmt.Errorf("--max-steps and --audit-rounds must be 0 or more")}
 			}
+			if err := runs.template().ValidateSecrets(); err != nil {
+				return usageError{fmt.Errorf("--api-key-env / --base-url: %w", err)}
+			}
 			ctx := cmd.Context()
 			g.credsDataDir = dataDir // its identity is in DATA_DIR/creds
 			b, err := g.connect(ctx, catalog.ComponentDashboard, false, log)

@@ -158,6 +158,11 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 	if f.verifyFast {
 		cfg.VerifyFast = catalog.VerifyFastConfig{Enabled: true, Profile: f.verifyFastProfile}
 	}
+	// Before anything is published: the task is an event everyone who
+	// reads the bus sees, exports and replays.
+	if err := cfg.ValidateSecrets(); err != nil {
+		return catalog.RunConfig{}, fmt.Errorf("--api-key-env / --model-base-url: %w", err)
+	}
 	return cfg, nil
 }
 
@@ -256,8 +261,15 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	defer b.Close()
 	if !external {
 		s = newStack(g, url, log)
+		// The operator of this sandboxd named the run's dirs on the
+		// command line: they are its roots too.
+		scfg := sf.config(f.dataDir, g)
+		scfg.WorkRoots = append(scfg.WorkRoots, cfg.WorkDir)
+		if cfg.InputDir != "" {
+			scfg.InputRoots = append(scfg.InputRoots, cfg.InputDir)
+		}
 		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
-			return runSandboxd(ctx, b, sf.config(f.dataDir, g), log)
+			return runSandboxd(ctx, b, scfg, log)
 		})
 		s.add(cctx, "agent", catalog.ComponentAgent, func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, af, log) })
 		s.addFunc(cctx, "verifiers", func(ctx context.Context) error { return runVerifiers(ctx, g, url, vf, log) })

@@ -126,6 +126,9 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	if err := f.vf.validate(); err != nil {
 		return err
 	}
+	if err := f.dm.template().ValidateSecrets(); err != nil {
+		return usageError{fmt.Errorf("--api-key-env / --base-url: %w", err)}
+	}
 	ctx := cmd.Context()
 	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
 	url := g.natsURL

@@ -66,8 +66,30 @@ type Options struct {
 	AllowedHosts []string
 	// Heartbeat is the interval of SSE comment heartbeats; default 15s.
 	Heartbeat time.Duration
-	Logger    *slog.Logger
+	// ReadToken authorises reading only (the API's GETs and the live
+	// feed); empty makes a random one. It is written to
+	// DataDir/dashboard.read-token with mode 0600. Token may read too.
+	ReadToken string
+	// MaxStreams caps the live SSE streams served at once; one more is
+	// answered 503 with Retry-After. Default DefaultMaxStreams.
+	MaxStreams int
+	Logger     *slog.Logger
 }
+
+// DefaultMaxStreams is the default cap on live SSE streams.
+const DefaultMaxStreams = 256
+
+// ReadTokenFileName is the name of the file in the data dir that holds
+// the read-only token.
+const ReadTokenFileName = "dashboard.read-token"
+
+// Reads of the bus that many requests can start at once are bounded, so
+// that no number of visitors weighs on the stream: catch-up reads (by
+// direct gets: they create no consumer) and blob fetches.
+const (
+	maxCatchUps    = 8
+	maxBlobFetches = 4
+)
 
 // Server is the dashboard. Create it with New; it is safe for concurrent
 // use.
@@ -77,8 +99,13 @@ type Server struct {
 	events    *bus.Factory
 	token     string
 	tokenFile string
+	readToken string
 	allowed   map[string]bool
-	cop       *http.CrossOriginProtection
+
+	streams  atomic.Int64  // live SSE streams
+	catchUps chan struct{} // semaphore of catch-up reads
+	blobs    chan struct{} // semaphore of blob fetches
+	cop      *http.CrossOriginProtection
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -96,11 +123,19 @@ func New(opts Options) (*Server, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("dashboard: Options.DataDir is empty")
 	}
+	// Runs started here carry the template's model settings: a secret
+	// there would be in every vera.task.submitted.
+	if err := opts.Template.ValidateSecrets(); err != nil {
+		return nil, fmt.Errorf("dashboard: the settings of new runs: %w", err)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
 	}
 	dataDir, err := filepath.Abs(opts.DataDir)
 	if err != nil {
@@ -131,6 +166,19 @@ func New(opts Options) (*Server, error) {
 	if err := writeTokenFile(s.tokenFile, s.token); err != nil {
 		return nil, err
 	}
+	s.readToken = opts.ReadToken
+	if s.readToken == "" {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("dashboard: read token: %w", err)
+		}
+		s.readToken = hex.EncodeToString(b[:])
+	}
+	if err := writeTokenFile(filepath.Join(s.opts.DataDir, ReadTokenFileName), s.readToken); err != nil {
+		return nil, err
+	}
+	s.catchUps = make(chan struct{}, maxCatchUps)
+	s.blobs = make(chan struct{}, maxBlobFetches)
 	return s, nil
 }
 
@@ -166,8 +214,11 @@ func writeTokenFile(path, token string) error {
 	return nil
 }
 
-// Token is the token mutating requests must carry.
+// Token is the token mutating requests must carry (it may read too).
 func (s *Server) Token() string { return s.token }
+
+// ReadToken is the token that may only read.
+func (s *Server) ReadToken() string { return s.readToken }
 
 // TokenFile is the path of the file holding the token.
 func (s *Server) TokenFile() string { return s.tokenFile }
@@ -253,15 +304,15 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /", http.FileServerFS(sub))
-		mux.HandleFunc("GET /api/config", s.handleConfig)
-		mux.HandleFunc("GET /api/sessions", s.handleSessions)
+		mux.HandleFunc("GET /api/config", s.reading(s.handleConfig))
+		mux.HandleFunc("GET /api/sessions", s.reading(s.handleSessions))
 		mux.HandleFunc("POST /api/sessions", s.mutating(s.handleNewSession))
-		mux.HandleFunc("GET /api/events", s.handleAllEvents)
-		mux.HandleFunc("GET /api/runs/{id}/events", s.handleRunEvents)
+		mux.HandleFunc("GET /api/events", s.reading(s.handleAllEvents))
+		mux.HandleFunc("GET /api/runs/{id}/events", s.reading(s.handleRunEvents))
 		mux.HandleFunc("POST /api/runs/{id}/start", s.mutating(s.handleStart))
 		mux.HandleFunc("POST /api/runs/{id}/cancel", s.mutating(s.handleCancel))
-		mux.HandleFunc("GET /api/metrics", s.handleMetrics)
-		mux.HandleFunc("GET /api/blobs/{digest}", s.handleBlob)
+		mux.HandleFunc("GET /api/metrics", s.reading(s.handleMetrics))
+		mux.HandleFunc("GET /api/blobs/{digest}", s.reading(s.handleBlob))
 		if s.opts.Metrics != nil {
 			mux.Handle("GET /metrics", s.opts.Metrics.Handler()) // Prometheus
 		}
@@ -347,18 +398,42 @@ func sameOrigin(origin, host string) bool {
 	return strings.EqualFold(rest, host)
 }
 
-func (s *Server) tokenOK(r *http.Request) bool {
+// reading wraps a handler that only reads: the token or the read token is
+// required. The live feed may carry it as the token query parameter,
+// since a browser's EventSource cannot set headers.
+func (s *Server) reading(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := presented(r)
+		if got == "" && strings.HasSuffix(r.URL.Path, "/events") {
+			got = r.URL.Query().Get("token")
+		}
+		if !equal(got, s.token) && !equal(got, s.readToken) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vera-dashboard"`)
+			httpError(w, http.StatusUnauthorized, "missing or wrong token: reading needs the token printed at start (or the read-only one in %s) in the %s header", ReadTokenFileName, TokenHeader)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// presented is the token a request carries in its headers.
+func presented(r *http.Request) string {
 	got := r.Header.Get(TokenHeader)
 	if got == "" {
 		if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 			got = strings.TrimSpace(a)
 		}
 	}
-	if got == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+	return got
 }
+
+func equal(got, want string) bool {
+	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// tokenOK: the request carries the full token (the read token may not
+// change anything).
+func (s *Server) tokenOK(r *http.Request) bool { return equal(presented(r), s.token) }
 
 type apiError struct {
 	Error string `json:"error"`
