@@ -475,3 +475,75 @@ func TestReadWhenNoConsumerIsLeft(t *testing.T) {
 		t.Fatalf("read %d events, want 40", len(evs))
 	}
 }
+
+// TestDirectReadCreatesNoConsumer: a Direct read returns what an ordered
+// read returns, for one filter and several, and leaves the stream's
+// consumer count as it was.
+func TestDirectReadCreatesNoConsumer(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := ctxT(t)
+	for i := range 50 {
+		run := fmt.Sprintf("d%d", i%2)
+		if _, err := b.Publish(ctx, mustEvent(t, b, run, note{N: i})); err != nil {
+			t.Fatal(err)
+		}
+		ev, _ := b.Events.NewRaw(run, "vera.ext.other", []byte(`{}`))
+		if _, err := b.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := b.JetStream().Stream(ctx, bus.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers := func() int {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
+	for _, o := range []bus.ReadOptions{
+		{RunID: "d0"},
+		{RunID: "d0", Types: []string{"vera.ext.note"}},
+		{Types: []string{"vera.ext.note", "vera.ext.other"}},
+		{RunID: "d1", Types: []string{"vera.ext.other", "vera.ext.note"}, FromSeq: 40},
+	} {
+		var want, got []uint64
+		for rec, err := range b.Read(ctx, o) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, rec.Sequence)
+		}
+		d := o
+		d.Direct = true
+		for rec, err := range b.Read(ctx, d) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, rec.Sequence)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || len(want) == 0 {
+			t.Errorf("%+v: direct read %v, ordered read %v", o, got, want)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	// The ordered reads' consumers go when their reads end; the direct
+	// reads never made one.
+	if n := consumers(); n > before {
+		t.Logf("consumers %d → %d (ordered reads not yet cleaned up)", before, n)
+	}
+	n0 := consumers()
+	for range 20 {
+		for _, err := range b.Read(ctx, bus.ReadOptions{RunID: "d0", Direct: true}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := consumers(); n != n0 {
+		t.Fatalf("20 direct reads changed the consumer count %d → %d", n0, n)
+	}
+}

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// ReadInactiveThreshold is how long the server keeps the consumer of a
+// Read once its reader stopped pulling.
+const ReadInactiveThreshold = 5 * time.Second
 
 // ReadOptions select what Read returns.
 type ReadOptions struct {
@@ -22,6 +27,11 @@ type ReadOptions struct {
 	// OnlyNew (with Follow) skips what is stored and reads only events
 	// stored from now on.
 	OnlyNew bool
+	// Direct (without Follow or FromTime) reads by direct gets, one message
+	// each, and creates no consumer: for readers that many clients can
+	// start at once (the dashboard's catch-up reads), whose consumers
+	// would otherwise add up on the stream.
+	Direct bool
 }
 
 // Record is one stored message as Read returns it. Err is set (and Event is
@@ -47,6 +57,10 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			yield(Record{}, err)
 			return
 		}
+		if opts.Direct && !opts.Follow && opts.FromTime.IsZero() {
+			b.readAllDirect(ctx, opts.RunID, filters, max(opts.FromSeq, 1), yield)
+			return
+		}
 		if !opts.Follow && opts.FromSeq > 0 && len(filters) == 1 {
 			// A short catch-up read (the agent's, after each decision):
 			// message gets by sequence cost a round trip each, an ordered
@@ -57,7 +71,12 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			}
 			opts.FromSeq = next
 		}
-		oc := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+		// An ordered consumer is not deleted when its read stops: without a
+		// short inactivity threshold every read would leave one on the
+		// stream for jetstream's default of five minutes, and busy readers
+		// (a projector reading its run per event) would pile them up
+		// toward the stream's limit.
+		oc := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: ReadInactiveThreshold}
 		switch {
 		case opts.OnlyNew && opts.Follow:
 			oc.DeliverPolicy = jetstream.DeliverNewPolicy
@@ -132,6 +151,58 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			}
 		}
 	}
+}
+
+// readAllDirect yields every stored message on filters from seq on by
+// direct gets. Several filters are read as the run's (or the stream's)
+// whole subject space, keeping the messages that match one of them.
+func (b *Bus) readAllDirect(ctx context.Context, runID string, filters []string, seq uint64, yield func(Record, error) bool) {
+	filter := filters[0]
+	if len(filters) > 1 {
+		run := runID
+		if run == "" {
+			run = "*"
+		}
+		filter = SubjectRoot + "." + run + ".>"
+	}
+	keep := func(Record, error) bool { return true }
+	if len(filters) > 1 {
+		keep = func(rec Record, err error) bool {
+			if err != nil {
+				return yield(rec, err)
+			}
+			for _, f := range filters {
+				if subjectMatchesFilter(rec.Subject, f) {
+					return yield(rec, nil)
+				}
+			}
+			return true
+		}
+	} else {
+		keep = yield
+	}
+	for {
+		next, done := b.readDirect(ctx, filter, seq, keep)
+		if done {
+			return
+		}
+		seq = next
+	}
+}
+
+// subjectMatchesFilter reports whether a subject matches a NATS filter
+// with * and > wildcards.
+func subjectMatchesFilter(subject, filter string) bool {
+	st, ft := strings.Split(subject, "."), strings.Split(filter, ".")
+	for i, f := range ft {
+		if f == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || (f != "*" && f != st[i]) {
+			return false
+		}
+	}
+	return len(st) == len(ft)
 }
 
 // directReadMax bounds the messages a catch-up read gets one by one

@@ -330,6 +330,7 @@ func TestBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest("GET", e.url+"/api/blobs/"+ref.Digest, nil)
+	req.Header.Set(TokenHeader, testReadToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,10 @@ type testEnv struct {
 
 type envOpt func(*Options)
 
+// testReadToken is the read-only token of the tests' dashboards: GETs and
+// streams carry it unless a test says otherwise.
+const testReadToken = "test-read-token"
+
 // startEnv serves a dashboard with Serve (the hub on) unless direct, in
 // which case it is Handler alone behind httptest (each stream reads the bus
 // itself).
@@ -45,7 +49,7 @@ func startEnv(tb testing.TB, direct bool, opts ...envOpt) *testEnv {
 	s := bustest.StartServer(tb)
 	b := bustest.Connect(tb, s.ClientURL(), bus.Options{Source: catalog.ComponentDashboard})
 	pub := bustest.Connect(tb, s.ClientURL(), bus.Options{Source: "test"})
-	o := Options{Bus: b, DataDir: tb.TempDir(), Logger: bustest.Logger(tb), Heartbeat: 200 * time.Millisecond,
+	o := Options{Bus: b, DataDir: tb.TempDir(), Logger: bustest.Logger(tb), Heartbeat: 200 * time.Millisecond, ReadToken: testReadToken,
 		Template: catalog.RunConfig{Model: catalog.ModelConfig{BaseURL: "http://127.0.0.1:1", Name: "test-model"}, MaxSteps: 7}}
 	for _, f := range opts {
 		f(&o)
@@ -118,6 +122,9 @@ func (e *testEnv) request(method, path, body string, hdr map[string]string) (int
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if _, set := hdr[TokenHeader]; method == "GET" && !set {
+		req.Header.Set(TokenHeader, testReadToken)
+	}
 	for k, v := range hdr {
 		if k == "Host" {
 			req.Host = v
@@ -178,6 +185,7 @@ func openSSE(tb testing.TB, url, lastID string) *sseClient {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
+	req.Header.Set(TokenHeader, testReadToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()

@@ -15,7 +15,7 @@ import (
 // is dropped (its stream then catches up from the bus and subscribes
 // again, so a slow client loses nothing). A variable so that tests can
 // make lagging easy.
-var hubBuffer = 4096
+var hubBuffer = 1024
 
 // hub is the one stream reader behind every live SSE stream of a server:
 // it follows the whole stream from the point it started and hands each
@@ -37,7 +37,7 @@ type hub struct {
 }
 
 type subscription struct {
-	C       chan bus.Record // closed when dropped (lagging) or the hub stops
+	C       chan *bus.Record // closed when dropped (lagging) or the hub stops; the records are shared, read-only
 	filters []string
 	h       *hub
 }
@@ -71,7 +71,7 @@ func (h *hub) run(ctx context.Context) {
 				break
 			}
 			attempt = 0
-			h.broadcast(rec)
+			h.broadcast(&rec)
 		}
 		select {
 		case <-ctx.Done():
@@ -80,7 +80,9 @@ func (h *hub) run(ctx context.Context) {
 	}
 }
 
-func (h *hub) broadcast(rec bus.Record) {
+// broadcast hands rec to every matching subscriber: one record shared by
+// all (a subscriber's buffer holds pointers, not copies).
+func (h *hub) broadcast(rec *bus.Record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if rec.Sequence <= h.last {
@@ -121,7 +123,7 @@ func (h *hub) subscribe(filters []string) *subscription {
 	if h.closed {
 		return nil
 	}
-	sub := &subscription{C: make(chan bus.Record, hubBuffer), filters: filters, h: h}
+	sub := &subscription{C: make(chan *bus.Record, hubBuffer), filters: filters, h: h}
 	h.subs[sub] = struct{}{}
 	return sub
 }

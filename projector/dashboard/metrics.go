@@ -100,6 +100,14 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
+	select { // a few fetches at a time: each reads the object store
+	case s.blobs <- struct{}{}:
+		defer func() { <-s.blobs }()
+	case <-ctx.Done():
+		w.Header().Set("Retry-After", "5")
+		httpError(w, http.StatusServiceUnavailable, "busy: try again shortly")
+		return
+	}
 	data, err := s.opts.Bus.GetBlob(ctx, digest)
 	if errors.Is(err, bus.ErrBlobNotFound) {
 		httpError(w, http.StatusNotFound, "no blob %s", digest)

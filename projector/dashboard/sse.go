@@ -48,6 +48,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, runID strin
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	if n := s.streams.Add(1); n > int64(s.opts.MaxStreams) {
+		s.streams.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		httpError(w, http.StatusServiceUnavailable, "the dashboard serves %d live streams at most; try again shortly", s.opts.MaxStreams)
+		return
+	}
+	defer s.streams.Add(-1)
 	s.stream(w, r, spec)
 }
 
@@ -183,26 +190,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec streamSpec)
 			}
 		}
 		phaseStart = time.Now()
-		var live <-chan bus.Record
+		var live <-chan *bus.Record
 		var stop func()
 		if sub := s.hub.Load().subscribe(spec.filters); sub != nil {
-			opts.FromSeq, opts.Follow = last+1, false
-			for rec, err := range s.opts.Bus.Read(ctx, opts) {
-				if err != nil {
-					sub.cancel()
-					if ctx.Err() == nil {
-						s.log.Warn("dashboard: catch-up read", "run", spec.runID, "err", err)
-					}
-					return
-				}
-				if rec.Sequence <= last {
-					continue
-				}
-				if sw.record(rec) != nil {
-					sub.cancel()
-					return
-				}
-				last = rec.Sequence
+			// The catch-up: by direct gets (no consumer per visitor), a
+			// few visitors at a time.
+			opts.FromSeq, opts.Follow, opts.Direct = last+1, false, true
+			if !s.catchUp(ctx, sw, opts, &last) {
+				sub.cancel()
+				return
 			}
 			live, stop = sub.C, sub.cancel
 		} else {
@@ -221,9 +217,36 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec streamSpec)
 	}
 }
 
+// catchUp writes what is stored after *last (opts), holding one of the
+// server's few catch-up slots; false when the client or the read failed.
+func (s *Server) catchUp(ctx context.Context, sw *sseWriter, opts bus.ReadOptions, last *uint64) bool {
+	select {
+	case s.catchUps <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-s.catchUps }()
+	for rec, err := range s.opts.Bus.Read(ctx, opts) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("dashboard: catch-up read", "run", opts.RunID, "err", err)
+			}
+			return false
+		}
+		if rec.Sequence <= *last {
+			continue
+		}
+		if sw.record(rec) != nil {
+			return false
+		}
+		*last = rec.Sequence
+	}
+	return true
+}
+
 // forward writes live records until the channel closes (true: start a new
 // phase) or the client or server goes (false).
-func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan bus.Record, hb <-chan time.Time, last *uint64) bool {
+func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan *bus.Record, hb <-chan time.Time, last *uint64) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -239,7 +262,7 @@ func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan bus.Rec
 			}
 			for {
 				if rec.Sequence > *last {
-					if sw.record(rec) != nil {
+					if sw.record(*rec) != nil {
 						return false
 					}
 					*last = rec.Sequence
@@ -266,9 +289,9 @@ func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan bus.Rec
 
 // follow reads the bus in a goroutine into a channel; stop ends the
 // goroutine and waits for it.
-func (s *Server) follow(ctx context.Context, opts bus.ReadOptions) (<-chan bus.Record, func()) {
+func (s *Server) follow(ctx context.Context, opts bus.ReadOptions) (<-chan *bus.Record, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan bus.Record, 256)
+	ch := make(chan *bus.Record, 256)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -281,7 +304,7 @@ func (s *Server) follow(ctx context.Context, opts bus.ReadOptions) (<-chan bus.R
 				return
 			}
 			select {
-			case ch <- rec:
+			case ch <- &rec:
 			case <-ctx.Done():
 				return
 			}

@@ -60,7 +60,19 @@ $('token').value = token;
 $('token').addEventListener('change', () => {
   token = $('token').value.trim();
   sessionStorage.setItem('vera-token', token);
+  init();
 });
+
+// get reads the API with the token (reading needs it too).
+function get(path) {
+  return fetch(path, { headers: { 'X-Vera-Token': token }, credentials: 'same-origin' });
+}
+
+// feed opens a live stream; EventSource cannot send headers, so the token
+// goes in the query string.
+function feed(path) {
+  return new EventSource(path + (path.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token));
+}
 
 async function api(method, path, body) {
   const headers = { 'X-Vera-Token': token };
@@ -91,7 +103,7 @@ let lifecycleES = null;
 
 async function loadSessions() {
   try {
-    const r = await fetch('/api/sessions');
+    const r = await get('/api/sessions');
     const j = await r.json();
     if (!r.ok) throw new Error(j.error || r.statusText);
     sessions = j.sessions || [];
@@ -126,7 +138,7 @@ function renderSessions() {
 // list was read.
 function watchLifecycle(after) {
   const types = 'vera.task.submitted,vera.run.started,vera.run.cancelled,vera.run.finished';
-  lifecycleES = new EventSource('/api/events?types=' + encodeURIComponent(types) + '&after=' + after);
+  lifecycleES = feed('/api/events?types=' + encodeURIComponent(types) + '&after=' + after);
   lifecycleES.onmessage = () => scheduleSessions();
   lifecycleES.onerror = () => setConn(false, 'reconnecting…');
   lifecycleES.onopen = () => setConn(true, 'live');
@@ -199,7 +211,7 @@ function selectRun(id, knownState) {
   renderSessions();
   renderRunMetrics(run);
 
-  const es = new EventSource('/api/runs/' + encodeURIComponent(id) + '/events');
+  const es = feed('/api/runs/' + encodeURIComponent(id) + '/events');
   run.es = es;
   es.onmessage = (e) => {
     if (cur !== run) return;
@@ -398,7 +410,7 @@ function blobButton(label, ref) {
   const b = el('button', { type: 'button' }, label + ' (' + ref.size + ' bytes)');
   b.addEventListener('click', async () => {
     b.disabled = true;
-    const r = await fetch('/api/blobs/' + encodeURIComponent(ref.digest));
+    const r = await get('/api/blobs/' + encodeURIComponent(ref.digest));
     const text = await r.text();
     box.append(el('pre', null, r.ok ? text : 'error: ' + text));
   });
@@ -519,7 +531,7 @@ let metricsEnabled = false;
 async function loadGlobalMetrics() {
   if (!metricsEnabled) return;
   try {
-    const r = await fetch('/api/metrics');
+    const r = await get('/api/metrics');
     if (!r.ok) return;
     const j = await r.json();
     const body = $('global-metrics').tBodies[0];
@@ -540,7 +552,8 @@ async function loadGlobalMetrics() {
 
 async function init() {
   try {
-    const r = await fetch('/api/config');
+    const r = await get('/api/config');
+    if (r.status === 401) { $('token').placeholder = 'token (see dashboard.token in the data dir)'; setConn(false, 'token needed'); }
     const c = await r.json();
     metricsEnabled = !!c.metrics;
     $('global-metrics-box').hidden = !metricsEnabled;
