@@ -46,7 +46,7 @@ var errRunCancelled = errors.New("run cancelled")
 // takes the next decision (see the package documentation).
 type Agent struct {
 	// Bus is the connection the agent reads and publishes on. Its event
-	// factory stamps the source (use "agents").
+	// factory stamps the source (catalog.ComponentAgent, "agent": the name of its identity on the bus).
 	Bus *bus.Bus
 	// Models returns the model client of a run's model settings. The
 	// client should record its calls on the bus (llmbus.BusRecorder):

@@ -109,7 +109,26 @@ type registryT struct {
 	byType   map[string]int
 }
 
-var registry = buildRegistry(catalogEntries())
+var registry = buildRegistry(withObservers(catalogEntries()))
+
+// observers read every event of the runs they show, whatever its type:
+// the projector (files and metrics), the dashboard (its live feed) and the
+// cli (`vera run` following a run, `vera events tail`).
+var observers = []string{ComponentProjector, ComponentDashboard, ComponentCLI}
+
+// withObservers adds the observers to every entry's consumers.
+func withObservers(entries []Entry) []Entry {
+	for i, e := range entries {
+		cons := slices.Clone(e.Consumers)
+		for _, o := range observers {
+			if !slices.Contains(cons, o) {
+				cons = append(cons, o)
+			}
+		}
+		entries[i].Consumers = cons
+	}
+	return entries
+}
 
 func buildRegistry(entries []Entry) registryT {
 	r := registryT{byType: make(map[string]int, len(entries)), declared: slices.Clone(entries)}

@@ -77,7 +77,7 @@ func catalogEntries() []Entry {
 				"The model's API key is never carried: api_key_env names the variable that holds it where the call is made. " +
 				"A run has one task: an agent that sees a second vera.task.submitted for a run that already started ignores it.",
 			Producers: runControllers,
-			Consumers: []string{ComponentAgent, ComponentProjector},
+			Consumers: []string{ComponentAgent, ComponentSandboxd, ComponentLogic, ComponentDeepVerify, ComponentVerifyFast, ComponentProjector},
 			New:       func() Payload { return new(TaskSubmitted) },
 			Example: TaskSubmitted{
 				RunConfig:   exampleCfg,
@@ -107,7 +107,7 @@ func catalogEntries() []Entry {
 			Description: "On this event the agent stops deciding and finishes the run with vera.run.finished (outcome FAILED, reason cancelled), sandboxd interrupts running commands (vera.tool.finished with interrupted true) and removes the container, and the verifiers drop pending work. " +
 				"Cancelling a finished run changes nothing; cancelling twice is the same as once.",
 			Producers: runControllers,
-			Consumers: []string{ComponentAgent, ComponentSandboxd, ComponentDeepVerify, ComponentVerifyFast, ComponentProjector},
+			Consumers: []string{ComponentAgent, ComponentSandboxd, ComponentVerifyFast, ComponentProjector},
 			New:       func() Payload { return new(RunCancelled) },
 			Example:   RunCancelled{RequestedBy: "dashboard:alice", Reason: "wrong input directory"},
 		},
@@ -118,7 +118,7 @@ func catalogEntries() []Entry {
 				"UNRESOLVED is not a failure: it says the evidence did not support an answer, and reason says what was checked. " +
 				"sandboxd removes the run's container on it; projectors close the run's files.",
 			Producers: agentOnly,
-			Consumers: []string{ComponentSandboxd, ComponentLogic, ComponentDeepVerify, ComponentVerifyFast, ComponentProjector},
+			Consumers: []string{ComponentSandboxd, ComponentVerifyFast, ComponentProjector},
 			New:       func() Payload { return new(RunFinished) },
 			Example: RunFinished{
 				Outcome:        OutcomeResolved,
@@ -188,7 +188,7 @@ func catalogEntries() []Entry {
 				"When the reply misses a required line or its action does not parse, format_error says what was wrong and no tool runs: a malformed reply is an observation, not a crash. " +
 				"The logic verifier judges every step for repetition.",
 			Producers: agentOnly,
-			Consumers: []string{ComponentLogic, ComponentProjector},
+			Consumers: []string{ComponentLogic, ComponentVerifyFast, ComponentProjector},
 			New:       func() Payload { return new(AgentStep) },
 			Example: AgentStep{
 				Step:         7,
@@ -262,7 +262,7 @@ func catalogEntries() []Entry {
 				"The projector rebuilds notes.md by appending the texts in stream order; nothing ever rewrites or deletes notes. " +
 				"Every notes interval steps the agent must append before it may run more tools (vera.policy.notes_gate).",
 			Producers: agentOnly,
-			Consumers: []string{ComponentDeepVerify, ComponentVerifyFast, ComponentProjector},
+			Consumers: []string{ComponentDeepVerify, ComponentProjector},
 			New:       func() Payload { return new(NotesAppended) },
 			Example: NotesAppended{
 				Step:        8,
@@ -453,7 +453,7 @@ func catalogEntries() []Entry {
 			Description: "Emitted once per round. SCOUT gating caps the score at 2 when a load-bearing check is unknown, when a negative claim lacks coverage, or when there are not two independent citations (distinct domains). " +
 				"Projectors feed dra_verifier_scores_total, dra_verifier_last_score, dra_verifier_duration_seconds, dra_verifier_model_tokens_total and the dra_verifier_instruction_* counters from it.",
 			Producers: deepOnly,
-			Consumers: projectorOnly,
+			Consumers: []string{ComponentAgent, ComponentProjector},
 			New:       func() Payload { return new(AuditJudged) },
 			Example: AuditJudged{
 				Round:        1,
