@@ -172,7 +172,7 @@ func (b *Bus) readAllDirect(ctx context.Context, runID string, filters []string,
 				return yield(rec, err)
 			}
 			for _, f := range filters {
-				if subjectMatchesFilter(rec.Subject, f) {
+				if MatchSubject(f, rec.Subject) {
 					return yield(rec, nil)
 				}
 			}
@@ -190,19 +190,24 @@ func (b *Bus) readAllDirect(ctx context.Context, runID string, filters []string,
 	}
 }
 
-// subjectMatchesFilter reports whether a subject matches a NATS filter
-// with * and > wildcards.
-func subjectMatchesFilter(subject, filter string) bool {
-	st, ft := strings.Split(subject, "."), strings.Split(filter, ".")
-	for i, f := range ft {
-		if f == ">" {
-			return len(st) > i
+// MatchSubject reports whether a NATS subject matches a filter with the
+// wildcards * (one token) and > (one or more trailing tokens), without
+// allocating.
+func MatchSubject(filter, subject string) bool {
+	for {
+		ft, frest, fmore := strings.Cut(filter, ".")
+		if ft == ">" {
+			return subject != ""
 		}
-		if i >= len(st) || (f != "*" && f != st[i]) {
+		st, srest, smore := strings.Cut(subject, ".")
+		if ft != "*" && ft != st {
 			return false
 		}
+		if !fmore || !smore {
+			return fmore == smore
+		}
+		filter, subject = frest, srest
 	}
-	return len(st) == len(ft)
 }
 
 // directReadMax bounds the messages a catch-up read gets one by one

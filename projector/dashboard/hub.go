@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -140,28 +139,9 @@ func (s *subscription) cancel() {
 
 func matchAny(filters []string, subject string) bool {
 	for _, f := range filters {
-		if matchSubject(f, subject) {
+		if bus.MatchSubject(f, subject) {
 			return true
 		}
 	}
 	return false
-}
-
-// matchSubject reports whether a NATS subject matches a filter with the
-// wildcards * (one token) and > (one or more trailing tokens).
-func matchSubject(filter, subject string) bool {
-	for {
-		ft, frest, fmore := strings.Cut(filter, ".")
-		if ft == ">" {
-			return subject != ""
-		}
-		st, srest, smore := strings.Cut(subject, ".")
-		if ft != "*" && ft != st {
-			return false
-		}
-		if !fmore || !smore {
-			return fmore == smore
-		}
-		filter, subject = frest, srest
-	}
 }

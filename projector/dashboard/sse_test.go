@@ -212,8 +212,8 @@ func TestMatchSubject(t *testing.T) {
 		{"a.b", "a.b", true},
 		{"a.b", "a.b.c", false},
 	} {
-		if got := matchSubject(tc.f, tc.s); got != tc.ok {
-			t.Errorf("matchSubject(%q, %q) = %v", tc.f, tc.s, got)
+		if got := bus.MatchSubject(tc.f, tc.s); got != tc.ok {
+			t.Errorf("MatchSubject(%q, %q) = %v", tc.f, tc.s, got)
 		}
 	}
 }
