@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"errors"
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -144,7 +145,39 @@ func TestImportReportsBadLinesAndKeepsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Imported != 2 || st.Existing != 1 || len(st.Bad) != 2 || st.Bad[0].Line != 2 || st.Bad[1].Line != 3 {
+	// Line numbers are the file's: the blank line counts.
+	if st.Imported != 2 || st.Existing != 1 || len(st.Bad) != 2 || st.Bad[0].Line != 2 || st.Bad[1].Line != 4 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestImportRefusesABlobWhoseBytesChanged: a blob line whose bytes are not
+// the ones it was exported with is reported and not stored, so that no
+// later export stumbles on a blob its events cannot find.
+func TestImportRefusesABlobWhoseBytesChanged(t *testing.T) {
+	_, src := bustest.New(t)
+	recordRun(t, src)
+	file, _ := export(t, src, "exp")
+	lines := strings.Split(strings.TrimSuffix(string(file), "\n"), "\n")
+	var blob bus.Event
+	if err := json.Unmarshal([]byte(lines[1]), &blob); err != nil || blob.Type != bus.BlobType {
+		t.Fatalf("line 2 should be the blob: %v", err)
+	}
+	blob.DataBase64 = append([]byte("tampered "), blob.DataBase64...)
+	raw, err := blob.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines[1] = string(raw)
+	_, dst := bustest.New(t)
+	st, err := dst.Import(ctxT(t), strings.NewReader(strings.Join(lines, "\n")+"\n"), bus.ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Bad) != 1 || st.Bad[0].Line != 2 || !strings.Contains(st.Bad[0].Err.Error(), "not the blob it was exported with") || st.Blobs != 0 {
+		t.Fatalf("import of a tampered blob: %+v", st)
+	}
+	if _, err := dst.GetBlob(ctxT(t), bus.Digest(blob.DataBase64)); !errors.Is(err, bus.ErrBlobNotFound) {
+		t.Fatalf("the tampered bytes were stored: %v", err)
 	}
 }
