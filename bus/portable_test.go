@@ -1,9 +1,9 @@
 package bus_test
 
 import (
-	"errors"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
