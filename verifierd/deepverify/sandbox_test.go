@@ -51,7 +51,8 @@ func (h *harness) startSandbox() {
 		}
 	})
 	d, err := sandboxd.New(h.b, docker, sandboxd.Config{Image: img, WorkRoot: filepath.Join(root, "runs"),
-		SpoolDir: filepath.Join(root, "spool"), Logger: bustest.Logger(h.t), Memory: 512 << 20, PidsLimit: 256})
+		SpoolDir: filepath.Join(root, "spool"), Logger: bustest.Logger(h.t), Memory: 512 << 20, PidsLimit: 256,
+		WorkRoots: []string{os.TempDir()}}) // the runs' work dirs are temporary directories
 	if err != nil {
 		h.t.Fatal(err)
 	}
