@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/dockertest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 	"github.com/vera-run/vera/projector/dashboard"
@@ -190,6 +192,22 @@ func TestThousandDashboardClientsStarveNoOne(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(work, "notes.md"))
 		return err == nil && strings.Contains(string(b), "answer.txt holds 42")
 	})
+	// Every event of the run names its producer as the catalogue does, and
+	// is of a type the catalogue lets that producer publish.
+	if mm := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(out); mm != nil {
+		evs, err := admin.ReadRun(ctx, mm[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if !slices.Contains(catalog.ProducedBy(ev.Source), ev.Type) {
+				t.Errorf("%s from source %q: not a catalogued producer of it", ev.Type, ev.Source)
+			}
+		}
+		if len(evs) < 10 {
+			t.Errorf("the run has only %d events", len(evs))
+		}
+	}
 	dlq, err := admin.JetStream().Stream(ctx, bus.DeadLetterStream)
 	if err != nil {
 		t.Fatal(err)
