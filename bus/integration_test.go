@@ -492,17 +492,7 @@ func TestDirectReadCreatesNoConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stream, err := b.JetStream().Stream(ctx, bus.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumers := func() int {
-		info, err := stream.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Consumers
-	}
+	consumers := bustest.ConsumerCounter(t, b)
 	before := consumers()
 	for _, o := range []bus.ReadOptions{
 		{RunID: "d0"},

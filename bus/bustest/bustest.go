@@ -275,3 +275,22 @@ func NewSecure(tb testing.TB) (*embedded.Server, auth.Store, *bus.Bus) {
 	s, store := StartSecureServer(tb)
 	return s, store, ConnectAs(tb, s.ClientURL(), store, auth.Admin, bus.Options{Source: "test"})
 }
+
+// ConsumerCounter returns a function that reports how many consumers
+// stream VERA has now.
+func ConsumerCounter(tb testing.TB, b *bus.Bus) func() int {
+	tb.Helper()
+	ctx := context.Background()
+	stream, err := b.JetStream().Stream(ctx, bus.StreamName)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func() int {
+		tb.Helper()
+		info, err := stream.Info(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+}

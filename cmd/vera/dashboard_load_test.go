@@ -54,17 +54,7 @@ func TestThousandDashboardClientsStarveNoOne(t *testing.T) {
 	admin := bustest.Connect(t, url, bus.Options{CredsFile: auth.Store{Dir: auth.DirOf(data)}.Path(auth.Admin), ReadOnly: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	stream, err := admin.JetStream().Stream(ctx, bus.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumers := func() int {
-		info, err := stream.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Consumers
-	}
+	consumers := bustest.ConsumerCounter(t, admin)
 
 	// Without a token, nothing is read.
 	resp, err := http.Get(base + "/api/events")
