@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/projector/dashboard"
 )
 
 // TestDashboardCommand: `vera dashboard` alone against a bus serves the
@@ -18,11 +19,13 @@ func TestDashboardCommand(t *testing.T) {
 	out, errOut, stop := start(t, "dashboard", "--nats-url", srv.ClientURL(), "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
 		"--base-url", "http://127.0.0.1:1234", "--model", "qwen-test", "--max-steps", "7", "--auditor=false", "--verifyfast", "--log-level", "warn")
 	waitFor(t, "the dashboard banner", func() bool { return strings.Contains(out.String(), "Press Ctrl-C") })
-	m := regexp.MustCompile(`VERA dashboard: (http://[^/]+)/#token=`).FindStringSubmatch(out.String())
+	m := regexp.MustCompile(`VERA dashboard: (http://[^/]+)/#token=(\w+)`).FindStringSubmatch(out.String())
 	if m == nil {
 		t.Fatalf("no URL in:\n%s\n%s", out, errOut)
 	}
-	resp, err := http.Get(m[1] + "/api/config")
+	req, _ := http.NewRequest("GET", m[1]+"/api/config", nil)
+	req.Header.Set(dashboard.TokenHeader, m[2]) // reading needs the token too
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

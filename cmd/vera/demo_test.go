@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/projector/dashboard"
 )
 
 // TestDemo: `vera demo` imports the bundled recorded run, the dashboard
@@ -29,12 +30,14 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out.String(), "demo run "+runID+": "+wantImported) {
 			t.Fatalf("start %d: banner lacks %q:\n%s", i+1, wantImported, out.String())
 		}
-		m := regexp.MustCompile(`Open the dashboard: (http://[^/]+)/#token=`).FindStringSubmatch(out.String())
+		m := regexp.MustCompile(`Open the dashboard: (http://[^/]+)/#token=(\w+)`).FindStringSubmatch(out.String())
 		if m == nil {
 			t.Fatalf("no dashboard URL:\n%s", out.String())
 		}
 		get := func(path string) string {
-			resp, err := http.Get(m[1] + path)
+			req, _ := http.NewRequest("GET", m[1]+path, nil)
+			req.Header.Set(dashboard.TokenHeader, m[2]) // reading needs the token too
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
