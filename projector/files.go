@@ -402,6 +402,15 @@ func (f *Files) rebuild(ctx context.Context, runID, dir string) (*projState, err
 		return nil, err
 	}
 	for name, t := range tmps {
+		if st.Sizes[name] == 0 {
+			// Nothing feeds this file: the live projection makes a file
+			// only when it first writes to it, and so does a rebuild, so
+			// that both leave the same files.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+			continue
+		}
 		if err := os.Rename(t, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}

@@ -70,6 +70,15 @@ func TestRebuildMatchesLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			names := projector.FileNames()
+			// The same files, not only the same bytes: a file nothing
+			// feeds exists in neither.
+			for _, name := range names {
+				_, lerr := os.Stat(filepath.Join(work, name))
+				_, rerr := os.Stat(filepath.Join(out, name))
+				if (lerr == nil) != (rerr == nil) {
+					t.Errorf("%s: live has it %v, replay has it %v", name, lerr == nil, rerr == nil)
+				}
+			}
 			want := readFiles(t, work, names)
 			sameFiles(t, "live vs replay", want, readFiles(t, out, names))
 			for _, name := range []string{projector.FileNotes, projector.FileTrace, projector.FileSession} {
