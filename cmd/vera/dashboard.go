@@ -21,6 +21,7 @@ func newDashboardCmd(g *globals) *cobra.Command {
 	var allowedHosts []string
 	var runs dashboardRunFlags
 	var noMetrics bool
+	var maxStreams int
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve the live dashboard alone, against a running bus",
@@ -30,8 +31,12 @@ Model I/O, container logs, notes.md, evidence, verifier results and metrics.
 
 It listens on loopback by default. Every action that changes something (new
 session, start or cancel a run) needs the token printed at start; it is also
-written to DATA_DIR/dashboard.token (mode 0600). Open the printed URL: the
-token travels in its #fragment, which the browser never sends to the server.
+written to DATA_DIR/dashboard.token (mode 0600). Reading (the API and the
+live feed) needs that token or the read-only one in
+DATA_DIR/dashboard.read-token (mode 0600), which cannot change anything.
+Open the printed URL: the token travels in its #fragment, which the browser
+never sends to the server. At most --max-streams live feeds are served at
+once; one more is answered 503 with Retry-After.
 
 Runs started from the page use the model and settings given here; their work
 dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
@@ -43,6 +48,9 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			log, err := g.logger()
 			if err != nil {
 				return err
+			}
+			if maxStreams < 1 {
+				return usageError{fmt.Errorf("--max-streams must be 1 or more")}
 			}
 			if runs.maxSteps < 0 || runs.auditRounds < 0 {
 				return usageError{fmt.Errorf("--max-steps and --audit-rounds must be 0 or more")}
@@ -72,7 +80,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			}
 			tmpl := runs.template()
 			d, err := dashboard.New(dashboard.Options{
-				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, Logger: log,
+				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, MaxStreams: maxStreams, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -84,11 +92,12 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			}
 			addr := ln.Addr().(*net.TCPAddr)
 			if !addr.IP.IsLoopback() {
-				log.Warn("the dashboard listens beyond loopback: anyone who can reach it can read every run (changes still need the token)", "addr", addr.String())
+				log.Warn("the dashboard listens beyond loopback over plain HTTP: its tokens cross the network in clear; prefer loopback and an SSH tunnel", "addr", addr.String())
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "VERA dashboard: http://%s/#token=%s\n", addr.String(), d.Token())
 			fmt.Fprintf(w, "  token:  %s (also in %s)\n", d.Token(), d.TokenFile())
+			fmt.Fprintf(w, "  read:   a read-only token is in %s\n", filepath.Join(dataDir, dashboard.ReadTokenFileName))
 			fmt.Fprintf(w, "  runs:   work dirs under %s\n", filepath.Join(dataDir, "runs"))
 			fmt.Fprintln(w, "Press Ctrl-C to stop.")
 			return d.Serve(ctx, ln)
@@ -106,6 +115,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 	f.BoolVar(&runs.verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
 	f.BoolVar(&runs.network, "network", true, "let the sandbox reach the network (curl/wget)")
 	f.BoolVar(&noMetrics, "no-metrics", false, "do not fold the stream into the metrics panel")
+	f.IntVar(&maxStreams, "max-streams", dashboard.DefaultMaxStreams, "live feeds (SSE) served at once; one more gets 503 with Retry-After")
 	return cmd
 }
 

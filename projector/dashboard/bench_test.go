@@ -13,15 +13,15 @@ import (
 // BenchmarkSSEDelivery measures the latency from publishing an event (just
 // before Publish) to its arrival at each of 50 connected SSE clients of the
 // run, against a plain NATS subscriber of the run's subjects on the same
-// server in the same run (the raw baseline). Modes: hub (Serve: one stream
-// reader fanned out) and direct (Handler alone: one ordered consumer per
-// client). Reported: p50 and p99 of both, in microseconds, and
-// ratio-p50/ratio-p99 = dashboard / raw.
+// server in the same run (the raw baseline). Modes: serve (Serve: its hub,
+// one stream reader fanned out, started with it) and handler (Handler
+// alone: the first stream starts the hub). Reported: p50 and p99 of both,
+// in microseconds, and ratio-p50/ratio-p99 = dashboard / raw.
 //
 //	go test -run '^$' -bench BenchmarkSSEDelivery -benchtime 300x ./projector/dashboard/
 func BenchmarkSSEDelivery(b *testing.B) {
-	for _, mode := range []string{"hub", "direct"} {
-		b.Run(mode, func(b *testing.B) { benchDelivery(b, mode == "direct", 50) })
+	for _, mode := range []string{"serve", "handler"} {
+		b.Run(mode, func(b *testing.B) { benchDelivery(b, mode == "handler", 50) })
 	}
 }
 

@@ -41,9 +41,9 @@ type envOpt func(*Options)
 // streams carry it unless a test says otherwise.
 const testReadToken = "test-read-token"
 
-// startEnv serves a dashboard with Serve (the hub on) unless direct, in
-// which case it is Handler alone behind httptest (each stream reads the bus
-// itself).
+// startEnv serves a dashboard with Serve (its hub started with it) unless
+// direct, in which case it is Handler alone behind httptest (the first
+// stream starts a hub; Close stops it).
 func startEnv(tb testing.TB, direct bool, opts ...envOpt) *testEnv {
 	tb.Helper()
 	s := bustest.StartServer(tb)
@@ -60,6 +60,7 @@ func startEnv(tb testing.TB, direct bool, opts ...envOpt) *testEnv {
 	}
 	e := &testEnv{t: tb, bus: b, pub: pub, srv: d, dataDir: o.DataDir, natsURL: s.ClientURL()}
 	if direct {
+		tb.Cleanup(func() { d.Close() })
 		hs := httptest.NewServer(d.Handler())
 		tb.Cleanup(hs.Close)
 		e.url = hs.URL

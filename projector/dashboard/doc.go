@@ -19,8 +19,8 @@
 // Run and Serve return nil when ctx ends, after a graceful shutdown: every
 // SSE stream ends (request contexts derive from ctx), in-flight requests
 // get 5 seconds, and no goroutine is left behind. Handler returns the
-// handler alone for mounting elsewhere; without Serve running, each SSE
-// stream reads the bus on its own instead of through the shared hub.
+// handler alone for mounting elsewhere; then the first live stream starts
+// the shared stream reader, which stops when idle or at Close.
 //
 // # Sessions
 //
@@ -56,11 +56,32 @@
 // with Last-Event-ID (EventSource does it by itself; after= works too)
 // resumes after that sequence with no gap and no duplicate: each stream
 // first subscribes to the hub, then reads what is stored after the client's
-// sequence, then forwards live records above the last one sent. The hub is
-// one ordered reader of the whole stream per Serve that fans records out to
-// every stream; a stream that lags more than 4096 records behind is dropped
-// from the hub and catches up from the bus again, so a slow client costs
-// one reader while it lags and loses nothing.
+// sequence, then forwards live records above the last one sent.
+//
+// # Bounded reading
+//
+// No number of visitors adds a consumer to the stream or makes another
+// component fail:
+//
+//   - The hub is one ordered reader of the whole stream per server that
+//     fans records out to every stream, filtering in process: the
+//     dashboard holds this one JetStream consumer whatever the number of
+//     streams and filters.
+//   - Catch-up reads (a new stream, a resume with Last-Event-ID, a stream
+//     dropped for lagging) are direct gets, which create no consumer: one
+//     get per matching record (several types are read one subject filter
+//     each and merged), at most 8 reads at once, each holding its slot for
+//     one batch (256 records or 256 KiB), never while writing to a client.
+//   - A stream whose queue holds more than 1024 records or 1 MiB is
+//     dropped from the hub and catches up again from where it is: a slow
+//     client loses nothing, holds no consumer and delays no one. A client
+//     that does not read for 30 seconds is disconnected (it resumes with
+//     Last-Event-ID).
+//   - The session list reads the history once (one short-lived ordered
+//     consumer), then only what is new, by direct gets.
+//   - At most Options.MaxStreams (DefaultMaxStreams) streams are served
+//     at once; one more is answered 503 with Retry-After. Blob fetches
+//     run 4 at a time.
 //
 // # Security
 //
@@ -74,6 +95,14 @@
 //     unless given, and is written to DataDir/dashboard.token with mode 0600;
 //     the page takes it from the URL fragment #token=… (never sent to the
 //     server) or from its token field, and keeps it in sessionStorage.
+//   - Every read of the API and the live feed requires the token or the
+//     read-only token (random unless given, in DataDir/dashboard.read-token,
+//     mode 0600), which cannot change anything; without either it is 401.
+//     The page loads without one. The live feed also takes the token as
+//     the token query parameter, since a browser's EventSource cannot set
+//     headers; nowhere else is the query a credential. The server logs no
+//     request URL and sends Referrer-Policy: no-referrer; a proxy in front
+//     of it may log URLs, so give such a setup the read-only token.
 //   - Run ids are checked before any use: the bus's run-id syntax (one
 //     subject token: letters, digits, '_' and '-') to read, a canonical ULID
 //     to start a run and create its directory. No file is ever opened from a

@@ -110,9 +110,14 @@ type Server struct {
 	handlerOnce sync.Once
 	handler     http.Handler
 
-	hub      atomic.Pointer[hub]
-	sessions *sessionIndex
+	hub         atomic.Pointer[hub] // Serve's, or one the handler started (handlerHub)
+	hubMu       sync.Mutex          // guards the fields below and starting a hub
+	handlerHubs []*hub              // hubs the handler started without Serve (Close stops them)
+	closed      bool
+	sessions    *sessionIndex
 }
+
+var errClosed = errors.New("dashboard: the server is closed")
 
 // New checks the options, makes the token if none is given and writes it to
 // DataDir/dashboard.token (mode 0600).
@@ -238,20 +243,26 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: every
 // SSE stream ends (their contexts derive from ctx), in-flight requests get
-// up to 5 seconds, and ln is closed. While Serve runs, live SSE streams
-// share one stream reader (the hub). It returns nil when ctx ends.
+// up to 5 seconds, and ln is closed. While Serve runs, every live SSE
+// stream is served from one stream reader (the hub), started before the
+// first request, so the dashboard holds one consumer on the stream however
+// many streams are open. It returns nil when ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	h, err := newHub(ctx, s.opts.Bus, s.log)
+	h, err := startHub(ctx, s.opts.Bus, s.log, 0)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { h.run(ctx) })
-	owned := s.hub.CompareAndSwap(nil, h)
+	defer h.stop()
+	s.hubMu.Lock()
+	if old := s.hub.Swap(h); old != nil && old.idle > 0 {
+		old.cancel() // the handler's own hub: its streams move to this one
+	}
+	s.hubMu.Unlock()
+	defer s.hub.CompareAndSwap(h, nil)
 
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -279,11 +290,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if serveErr == nil {
 		serveErr = <-served
 	}
-	if owned {
-		s.hub.CompareAndSwap(h, nil)
-	}
 	cancel()
-	wg.Wait()
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		return nil
 	}
@@ -294,8 +301,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // Handler returns the dashboard's HTTP handler (the page and its API). It
-// can be mounted on another server; without Serve running, each SSE stream
-// reads the bus on its own instead of through the shared hub.
+// can be mounted on another server; without Serve running, the first live
+// stream starts the shared stream reader (the hub), which stops once it
+// has had no stream for a while, or at Close.
 func (s *Server) Handler() http.Handler {
 	s.handlerOnce.Do(func() {
 		sub, err := fs.Sub(staticFS, "static")

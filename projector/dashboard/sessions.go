@@ -64,6 +64,7 @@ type sessionIndex struct {
 
 	mu       sync.Mutex // serialises refresh and guards the maps
 	last     uint64
+	loaded   bool // the history has been read once
 	byRun    map[string]*Session
 	pending  map[string]*Session
 	starting map[string]bool // runs whose start is in flight
@@ -76,9 +77,22 @@ func newSessionIndex(b *bus.Bus) *sessionIndex {
 }
 
 // refresh folds the lifecycle events stored since the last refresh. The
-// caller holds mu.
+// caller holds mu, so one refresh runs at a time.
+//
+// The first one reads the history through one ordered consumer (fast on a
+// long history; it expires bus.ReadInactiveThreshold after the read), to
+// its end whether or not the request that started it stays. Later ones
+// read what is new by direct gets, one per lifecycle event, and create no
+// consumer: no number of requests for the list adds consumers to the
+// stream.
 func (x *sessionIndex) refresh(ctx context.Context) error {
-	for rec, err := range x.bus.Read(ctx, bus.ReadOptions{Types: lifecycleTypes, FromSeq: x.last + 1}) {
+	recs := directRead(ctx, x.bus, "", lifecycleTypes, x.last+1)
+	if !x.loaded {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		recs = x.bus.Read(lctx, bus.ReadOptions{Types: lifecycleTypes, FromSeq: x.last + 1})
+	}
+	for rec, err := range recs {
 		if err != nil {
 			return fmt.Errorf("list sessions: %w", err)
 		}
@@ -119,6 +133,7 @@ func (x *sessionIndex) refresh(ctx context.Context) error {
 			s.SubmittedAt = ev.Time
 		}
 	}
+	x.loaded = true
 	return nil
 }
 

@@ -118,8 +118,8 @@ func (sw *sseWriter) flush() error {
 // CloudEvents envelope as stored. A message that is not an envelope is sent
 // as an event named malformed, so that it is seen and the id advances.
 func (sw *sseWriter) record(rec bus.Record) error {
-	if sw.w.Buffered() > 32<<10 {
-		sw.deadline()
+	sw.deadline() // a big record may be written through at once
+	if sw.w.Buffered() > 8<<10 {
 		if err := sw.w.Flush(); err != nil {
 			return err
 		}
@@ -159,19 +159,29 @@ func (sw *sseWriter) record(rec bus.Record) error {
 // stream serves one SSE stream until the client goes or the server stops.
 //
 // Each phase subscribes to the hub first, then reads what is stored after
-// the client's last sequence (catch-up), then forwards the hub's records,
-// skipping any at or below the last one sent: no gap and no duplicate.
-// A subscriber dropped for lagging starts a new phase from where it is.
-// Without a hub (Handler used without Serve) the stream follows the bus
-// directly.
+// the client's last sequence (catch-up, by direct gets: no consumer), then
+// forwards the hub's records, skipping any at or below the last one sent:
+// no gap and no duplicate. A subscriber dropped for lagging starts a new
+// phase from where it is. No phase creates a JetStream consumer: the hub's
+// is the only one, whatever the number of streams.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec streamSpec) {
 	ctx := r.Context()
+	sub, err := s.subscribe(ctx, spec.filters)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("dashboard: live feed unavailable", "err", err)
+			w.Header().Set("Retry-After", "5")
+			httpError(w, http.StatusServiceUnavailable, "the live feed is unavailable; try again shortly")
+		}
+		return
+	}
+	defer func() { sub.cancel() }()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sw := &sseWriter{w: bufio.NewWriterSize(w, 64<<10), rc: http.NewResponseController(w)}
+	sw := &sseWriter{w: bufio.NewWriterSize(w, 16<<10), rc: http.NewResponseController(w)}
 	sw.w.WriteString("retry: 2000\n: vera dashboard stream\n\n")
 	if sw.flush() != nil {
 		return
@@ -179,74 +189,99 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec streamSpec)
 	last := spec.after
 	hb := time.NewTicker(s.opts.Heartbeat)
 	defer hb.Stop()
-	opts := bus.ReadOptions{RunID: spec.runID, Types: spec.types}
-	var phaseStart time.Time
-	for ctx.Err() == nil {
+	for phaseStart := time.Now(); ; {
+		if !s.catchUp(ctx, sw, spec, &last) || sw.flush() != nil {
+			return
+		}
+		if !s.forward(ctx, sw, sub, hb.C, &last) {
+			return
+		}
+		// Dropped for lagging, or the hub stopped: a new phase. One that
+		// ended at once (bus trouble) is not retried hot.
+		sub.cancel()
 		if time.Since(phaseStart) < time.Second {
-			select { // a phase that ends at once (bus trouble) is not retried hot
+			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):
 			}
 		}
 		phaseStart = time.Now()
-		var live <-chan *bus.Record
-		var stop func()
-		if sub := s.hub.Load().subscribe(spec.filters); sub != nil {
-			// The catch-up: by direct gets (no consumer per visitor), a
-			// few visitors at a time.
-			opts.FromSeq, opts.Follow, opts.Direct = last+1, false, true
-			if !s.catchUp(ctx, sw, opts, &last) {
-				sub.cancel()
-				return
+		if sub, err = s.subscribe(ctx, spec.filters); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("dashboard: live feed unavailable", "err", err)
 			}
-			live, stop = sub.C, sub.cancel
-		} else {
-			opts.FromSeq, opts.Follow = last+1, true
-			live, stop = s.follow(ctx, opts)
-		}
-		if sw.flush() != nil {
-			stop()
 			return
 		}
-		if !s.forward(ctx, sw, live, hb.C, &last) {
-			stop()
-			return
-		}
-		stop()
 	}
 }
 
-// catchUp writes what is stored after *last (opts), holding one of the
-// server's few catch-up slots; false when the client or the read failed.
-func (s *Server) catchUp(ctx context.Context, sw *sseWriter, opts bus.ReadOptions, last *uint64) bool {
+// A catch-up read holds one of the server's few catch-up slots only while
+// it reads one batch from the bus, never while it writes to its client: a
+// slow client delays no one else's catch-up. Variables so that tests can
+// make batches small.
+var (
+	catchUpRecords = 256
+	catchUpBytes   = 256 << 10
+)
+
+// catchUp writes what is stored after *last on spec's filters, batch by
+// batch; false when the client or the read failed.
+func (s *Server) catchUp(ctx context.Context, sw *sseWriter, spec streamSpec, last *uint64) bool {
+	for {
+		batch, more, ok := s.catchUpBatch(ctx, spec, *last)
+		if !ok {
+			return false
+		}
+		for i := range batch {
+			if batch[i].Sequence <= *last {
+				continue
+			}
+			if sw.record(batch[i]) != nil {
+				return false
+			}
+			*last = batch[i].Sequence
+		}
+		if !more {
+			return true
+		}
+		if sw.flush() != nil {
+			return false
+		}
+	}
+}
+
+// catchUpBatch reads up to catchUpRecords records (or catchUpBytes) stored
+// after after, holding a catch-up slot; more tells that the batch is full.
+func (s *Server) catchUpBatch(ctx context.Context, spec streamSpec, after uint64) (batch []bus.Record, more, ok bool) {
 	select {
 	case s.catchUps <- struct{}{}:
 	case <-ctx.Done():
-		return false
+		return nil, false, false
 	}
 	defer func() { <-s.catchUps }()
-	for rec, err := range s.opts.Bus.Read(ctx, opts) {
+	size := 0
+	for rec, err := range directRead(ctx, s.opts.Bus, spec.runID, spec.types, after+1) {
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("dashboard: catch-up read", "run", opts.RunID, "err", err)
+				s.log.Warn("dashboard: catch-up read", "run", spec.runID, "err", err)
 			}
-			return false
+			return nil, false, false
 		}
-		if rec.Sequence <= *last {
+		if rec.Sequence <= after {
 			continue
 		}
-		if sw.record(rec) != nil {
-			return false
+		batch = append(batch, rec)
+		if size += len(rec.Raw); len(batch) >= catchUpRecords || size >= catchUpBytes {
+			return batch, true, true
 		}
-		*last = rec.Sequence
 	}
-	return true
+	return batch, false, true
 }
 
-// forward writes live records until the channel closes (true: start a new
-// phase) or the client or server goes (false).
-func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan *bus.Record, hb <-chan time.Time, last *uint64) bool {
+// forward writes the subscription's records until it is dropped or the hub
+// stops (true: start a new phase) or the client or server goes (false).
+func (s *Server) forward(ctx context.Context, sw *sseWriter, sub *subscription, hb <-chan time.Time, last *uint64) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -256,11 +291,12 @@ func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan *bus.Re
 			if sw.flush() != nil {
 				return false
 			}
-		case rec, ok := <-live:
+		case rec, ok := <-sub.C:
 			if !ok {
 				return true
 			}
 			for {
+				sub.received(rec)
 				if rec.Sequence > *last {
 					if sw.record(*rec) != nil {
 						return false
@@ -269,7 +305,7 @@ func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan *bus.Re
 				}
 				// Send what is already queued in one flush.
 				select {
-				case rec, ok = <-live:
+				case rec, ok = <-sub.C:
 					if ok {
 						continue
 					}
@@ -285,30 +321,4 @@ func (s *Server) forward(ctx context.Context, sw *sseWriter, live <-chan *bus.Re
 			}
 		}
 	}
-}
-
-// follow reads the bus in a goroutine into a channel; stop ends the
-// goroutine and waits for it.
-func (s *Server) follow(ctx context.Context, opts bus.ReadOptions) (<-chan *bus.Record, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan *bus.Record, 256)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(ch)
-		for rec, err := range s.opts.Bus.Read(ctx, opts) {
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("dashboard: stream read", "run", opts.RunID, "err", err)
-				}
-				return
-			}
-			select {
-			case ch <- &rec:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch, func() { cancel(); <-done }
 }

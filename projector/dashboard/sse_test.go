@@ -44,17 +44,23 @@ func checkExact(t *testing.T, got, want []uint64) {
 
 // TestSSEResume reconnects a client again and again with Last-Event-ID
 // while another run's events and this run's events are published, with
-// the hub (Serve), with a hub so small that the stream lags out of it all
-// the time, and without a hub (Handler alone): the client gets every event
-// of its run exactly once, in stream order, and each data is the envelope
-// as stored.
+// the hub of Serve, with a subscriber queue so small (in records, or in
+// bytes) that the stream lags out of it all the time, with catch-up
+// batches of 3 records, and with the Handler alone (whose first stream
+// starts the hub): the client gets every event of its run exactly once,
+// in stream order, and each data is the envelope as stored.
 func TestSSEResume(t *testing.T) {
-	for _, mode := range []string{"hub", "hub-lagging", "direct"} {
+	for _, mode := range []string{"hub", "hub-lagging", "hub-bytes", "small-batches", "direct"} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "hub-lagging" {
-				old := hubBuffer
+			oldBuf, oldBytes, oldBatch := hubBuffer, subscriberBytes, catchUpRecords
+			t.Cleanup(func() { hubBuffer, subscriberBytes, catchUpRecords = oldBuf, oldBytes, oldBatch })
+			switch mode {
+			case "hub-lagging":
 				hubBuffer = 2
-				t.Cleanup(func() { hubBuffer = old })
+			case "hub-bytes":
+				subscriberBytes = 1 // one record queued at most
+			case "small-batches":
+				hubBuffer, catchUpRecords = 2, 3
 			}
 			e := startEnv(t, mode == "direct")
 			const run, other = "run-resume", "run-other"
