@@ -75,7 +75,8 @@ func start(t *testing.T, args ...string) (stdout, stderr *syncBuffer, stop func(
 
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	// Components a command runs log to stderr from their own goroutines.
+	var out, errb syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	code := run(ctx, args, &out, &errb)
