@@ -578,7 +578,7 @@ func TestFenceRejectsStaleDecision(t *testing.T) {
 	stale := *v
 	stale.ids = map[string]bool{}
 	step := catalog.AgentStep{Step: 1, Thought: "x", Action: "{}", ModelCallID: CallID(1)}
-	id := bus.DeriveID(v.submittedEv.ID, "step")
+	id := bus.DeriveID(v.runID, v.submittedEv.ID, "step")
 	if err := a.publish(ctx, v, step, id, v.submittedEv.ID, a.fence(v)); err != nil {
 		t.Fatalf("first fenced publish: %v", err)
 	}
@@ -593,7 +593,7 @@ func TestFenceRejectsStaleDecision(t *testing.T) {
 	other := stale
 	other.ids = map[string]bool{}
 	step.Thought = "y"
-	err = a.publish(ctx, &other, step, bus.DeriveID(v.submittedEv.ID, "other"), v.submittedEv.ID, a.fence(&other))
+	err = a.publish(ctx, &other, step, bus.DeriveID(v.runID, v.submittedEv.ID, "other"), v.submittedEv.ID, a.fence(&other))
 	if !errors.Is(err, bus.ErrConflict) {
 		t.Fatalf("stale fenced publish: err = %v, want ErrConflict", err)
 	}

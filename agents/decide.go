@@ -85,7 +85,7 @@ func (a *Agent) start(ctx context.Context, v *runView) error {
 	}
 	sys.Name = "system_prompt.txt"
 	p := catalog.RunStarted{AgentID: a.ID, Version: a.Version, Config: cfg, SystemPrompt: &sys}
-	id := bus.DeriveID(v.submittedEv.ID, "agent/run.started")
+	id := bus.DeriveID(v.runID, v.submittedEv.ID, "agent/run.started")
 	return a.publish(ctx, v, p, id, v.submittedEv.ID, bus.ExpectLastSequence("", 0))
 }
 
@@ -112,18 +112,18 @@ func (a *Agent) recordEvidence(ctx context.Context, v *runView) (int, error) {
 			URLs:       ledger.URLs(req.Command),
 			OutputBlob: r.data.Stdout.Blob,
 		}
-		if err := a.publish(ctx, v, e, bus.DeriveID(r.ev.ID, "agent/evidence"), r.ev.ID); err != nil {
+		if err := a.publish(ctx, v, e, bus.DeriveID(v.runID, r.ev.ID, "agent/evidence"), r.ev.ID); err != nil {
 			return n, err
 		}
 		if m, ok := v.state.MoveLine(reqID); ok {
 			m.EvidenceID = evID
-			if err := a.publish(ctx, v, m, bus.DeriveID(r.ev.ID, "agent/ledger.move"), r.ev.ID); err != nil {
+			if err := a.publish(ctx, v, m, bus.DeriveID(v.runID, r.ev.ID, "agent/ledger.move"), r.ev.ID); err != nil {
 				return n, err
 			}
 		}
 		if q, ok := v.state.QueryLine(reqID); ok {
 			q.EvidenceID = evID
-			if err := a.publish(ctx, v, q, bus.DeriveID(r.ev.ID, "agent/ledger.query"), r.ev.ID); err != nil {
+			if err := a.publish(ctx, v, q, bus.DeriveID(v.runID, r.ev.ID, "agent/ledger.query"), r.ev.ID); err != nil {
 				return n, err
 			}
 		}
@@ -159,7 +159,7 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 	eff := ledger.Summarize(ts)
 	cause := last.ev.ID
 	for _, t := range ts {
-		if err := a.publish(ctx, v, t, bus.DeriveID(cause, "agent/policy/"+t.Rule), cause); err != nil {
+		if err := a.publish(ctx, v, t, bus.DeriveID(v.runID, cause, "agent/policy/"+t.Rule), cause); err != nil {
 			return false, err
 		}
 	}
@@ -176,7 +176,7 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 	case catalog.ActionShell:
 		if st.RequestID == "" { // refused by a gate
 			m := ledger.BlockedMove(st.Step, st.Command)
-			return false, a.publish(ctx, v, m, bus.DeriveID(cause, "agent/ledger.move"), cause)
+			return false, a.publish(ctx, v, m, bus.DeriveID(v.runID, cause, "agent/ledger.move"), cause)
 		}
 		if _, ok := v.requests[st.RequestID]; !ok {
 			cfg := v.config()
@@ -194,7 +194,7 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 			if req.TimeoutMS <= 0 {
 				req.TimeoutMS = DefaultToolTimeoutMS
 			}
-			if err := a.publish(ctx, v, req, bus.DeriveID(cause, "agent/tool.requested"), cause); err != nil {
+			if err := a.publish(ctx, v, req, bus.DeriveID(v.runID, cause, "agent/tool.requested"), cause); err != nil {
 				return false, err
 			}
 		}
@@ -205,7 +205,7 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 			return false, nil
 		}
 		n := catalog.NotesAppended{Step: st.Step, Author: catalog.AuthorAgent, Text: st.NotesText, EvidenceIDs: st.EvidenceUsed}
-		return false, a.publish(ctx, v, n, bus.DeriveID(cause, "agent/notes.appended"), cause)
+		return false, a.publish(ctx, v, n, bus.DeriveID(v.runID, cause, "agent/notes.appended"), cause)
 	case catalog.ActionSubmit:
 		if eff.Block {
 			return false, nil
@@ -246,7 +246,7 @@ func (a *Agent) audit(ctx context.Context, v *runView, last *stepRec) (stop bool
 		} else {
 			req.Answer = st.Answer
 		}
-		return true, a.publish(ctx, v, req, bus.DeriveID(cause, "agent/audit.requested"), cause)
+		return true, a.publish(ctx, v, req, bus.DeriveID(v.runID, cause, "agent/audit.requested"), cause)
 	}
 	fb, ok := v.fbByRnd[ar.data.Round]
 	if !ok {
@@ -329,7 +329,7 @@ func (a *Agent) finish(ctx context.Context, v *runView, outcome catalog.Outcome,
 	} else {
 		p.Answer = answer
 	}
-	return a.publish(ctx, v, p, bus.DeriveID(cause, purpose), cause, opts...)
+	return a.publish(ctx, v, p, bus.DeriveID(v.runID, cause, purpose), cause, opts...)
 }
 
 // takeStep decides the next step: the budget, the model call (or the
@@ -415,7 +415,7 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 	if step.FormatError == "" && step.ActionTool == catalog.ActionShell && !eff.Block {
 		step.RequestID = RequestID(n)
 	}
-	id := bus.DeriveID(cause.ID, fmt.Sprintf("agent/step/%d", n))
+	id := bus.DeriveID(v.runID, cause.ID, fmt.Sprintf("agent/step/%d", n))
 	return false, a.publish(ctx, v, step, id, cause.ID) // fenced on the run
 }
 

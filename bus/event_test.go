@@ -77,11 +77,16 @@ func TestIDsAreMonotonicAndReproducible(t *testing.T) {
 
 func TestDeriveID(t *testing.T) {
 	cause, _ := fixedFactory().New("r", demo{})
-	a, b := DeriveID(cause.ID, "exec"), DeriveID(cause.ID, "exec")
+	a, b := DeriveID("r", cause.ID, "exec"), DeriveID("r", cause.ID, "exec")
 	if a != b {
 		t.Fatalf("derive is not deterministic: %s %s", a, b)
 	}
-	if a == DeriveID(cause.ID, "other") || a == cause.ID {
+	if a == DeriveID("r", cause.ID, "other") || a == cause.ID {
+		t.Fatal("derived id collides")
+	}
+	// The same cause id in another run (an outside tool that reuses ids)
+	// derives another id: one run's reaction never hides the other's.
+	if a == DeriveID("r2", cause.ID, "exec") {
 		t.Fatal("derived id collides")
 	}
 	if a[:10] != cause.ID[:10] {

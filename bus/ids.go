@@ -54,16 +54,18 @@ func (s *ULIDSource) NewID(t time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(t), s.entropy).String()
 }
 
-// DeriveID returns the id of a reaction to the event causeID: a ULID with
-// the cause's timestamp whose entropy is a hash of the cause and purpose.
-// A retried or replayed reaction therefore gets the same id, and the
-// stream's deduplication drops the second copy.
-func DeriveID(causeID, purpose string) string {
+// DeriveID returns the id of a reaction, in run runID, to the event
+// causeID: a ULID with the cause's timestamp whose entropy is a hash of the
+// run, the cause and purpose. A retried or replayed reaction therefore gets
+// the same id, and the stream's deduplication drops the second copy; the
+// same cause id in two runs (an outside tool that reuses ids) gives two
+// different ids, so one run's reaction never hides the other's.
+func DeriveID(runID, causeID, purpose string) string {
 	var ms uint64
 	if u, err := ulid.ParseStrict(causeID); err == nil {
 		ms = u.Time()
 	}
-	sum := sha256.Sum256([]byte(causeID + "\x00" + purpose))
+	sum := sha256.Sum256([]byte(runID + "\x00" + causeID + "\x00" + purpose))
 	var id ulid.ULID
 	if err := id.SetTime(ms); err != nil {
 		panic(fmt.Sprintf("derive id: %v", err)) // ms comes from a valid ULID, so it fits
@@ -119,7 +121,7 @@ func CausedBy(cause Event) EventOption { return func(e *Event) { e.CausationID =
 func ReactionTo(cause Event, purpose string) EventOption {
 	return func(e *Event) {
 		e.CausationID = cause.ID
-		e.ID = DeriveID(cause.ID, purpose)
+		e.ID = DeriveID(cause.RunID, cause.ID, purpose)
 	}
 }
 

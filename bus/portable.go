@@ -68,7 +68,7 @@ func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (Expo
 				return st, fmt.Errorf("export: event %s references %w", rec.Event.ID, err)
 			}
 			blob := Event{
-				SpecVersion: SpecVersion, ID: DeriveID(rec.Event.ID, "blob "+digest), Source: "vera.export",
+				SpecVersion: SpecVersion, ID: DeriveID(rec.Event.RunID, rec.Event.ID, "blob "+digest), Source: "vera.export",
 				Type: BlobType, Subject: rec.Event.RunID, RunID: rec.Event.RunID, Time: rec.Event.Time,
 				DataContentType: "application/octet-stream", CausationID: rec.Event.ID, DataBase64: data,
 			}
@@ -236,7 +236,7 @@ func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[
 		// Export names a blob line after the event that first references
 		// the blob and the blob's digest: bytes changed since do not give
 		// the same id, and would be stored under a digest no event names.
-		if got := Digest(ev.DataBase64); ev.CausationID != "" && DeriveID(ev.CausationID, "blob "+got) != ev.ID {
+		if got := Digest(ev.DataBase64); ev.CausationID != "" && DeriveID(ev.RunID, ev.CausationID, "blob "+got) != ev.ID {
 			return LineError{Err: fmt.Errorf("blob line %s: its bytes (%s) are not the blob it was exported with; not imported", ev.ID, got)}
 		}
 		if _, err := b.PutBlob(ctx, ev.DataBase64, ""); err != nil {

@@ -44,7 +44,7 @@ type copySpec struct {
 }
 
 // mapID is the id of an event's copy in run newRun.
-func mapID(id, newRun string) string { return bus.DeriveID(id, "replay:"+newRun) }
+func mapID(id, newRun string) string { return bus.DeriveID(newRun, id, "replay") }
 
 // copyRun copies run runID of src into spec.NewRun on dst: events in
 // stream order, ids derived from the originals, causes remapped, times
@@ -102,7 +102,7 @@ func copyRun(ctx context.Context, src *bus.Bus, runID string, dst *bus.Bus, spec
 			if err != nil {
 				return err
 			}
-			add := bus.Event{SpecVersion: bus.SpecVersion, ID: bus.DeriveID(ev.ID, fmt.Sprintf("replay/%s/%d", p.EventType(), extra)),
+			add := bus.Event{SpecVersion: bus.SpecVersion, ID: bus.DeriveID(spec.NewRun, ev.ID, fmt.Sprintf("replay/%s/%d", p.EventType(), extra)),
 				Source: SourceReplay, Type: p.EventType(), Subject: spec.NewRun, RunID: spec.NewRun, Time: ev.Time,
 				DataContentType: bus.ContentTypeJSON, Data: data, CausationID: ev.ID}
 			if err := emit(add); err != nil {

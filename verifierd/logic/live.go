@@ -23,7 +23,7 @@ const (
 )
 
 // VerdictPurpose is the purpose bus.ReactionTo derives a verdict's event
-// id with: the verdict on step event E has id bus.DeriveID(E.ID,
+// id with: the verdict on step event E has id bus.DeriveID(run, E.ID,
 // VerdictPurpose), so one step gets at most one verdict.
 const VerdictPurpose = "logic-verdict"
 
@@ -242,7 +242,7 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 			return nil
 		}
 	}
-	id := bus.DeriveID(m.Event.ID, VerdictPurpose)
+	id := bus.DeriveID(m.Event.RunID, m.Event.ID, VerdictPurpose)
 	if rs.verdicts[id] {
 		return nil // judged already (redelivery, restart or replay)
 	}

@@ -166,7 +166,7 @@ func TestLiveReportsRepetitions(t *testing.T) {
 	}
 	// Ids derive from the step events.
 	for i, stepIdx := range []int{3, 4, 5} {
-		if want := bus.DeriveID(evs[stepIdx].ID, VerdictPurpose); got[i].ID != want || got[i].CausationID != evs[stepIdx].ID {
+		if want := bus.DeriveID(evs[stepIdx].RunID, evs[stepIdx].ID, VerdictPurpose); got[i].ID != want || got[i].CausationID != evs[stepIdx].ID {
 			t.Errorf("verdict on step %d: id %s causation %s, want %s caused by %s", got[i].V.Step, got[i].ID, got[i].CausationID, want, evs[stepIdx].ID)
 		}
 	}

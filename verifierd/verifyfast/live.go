@@ -20,8 +20,9 @@ const (
 )
 
 // The purposes bus.ReactionTo derives the ids of Live's events with: the
-// phase-N event about answer event A has id bus.DeriveID(A, "verifyfast-
-// phase-N") (PhaseEventID) and the score bus.DeriveID(A, ScoredPurpose)
+// phase-N event about answer event A of run R has id bus.DeriveID(R, A,
+// "verifyfast-phase-N") (PhaseEventID) and the score bus.DeriveID(R, A,
+// ScoredPurpose)
 // (ScoredEventID), so an answer gets each at most once.
 const (
 	PhasePurposePrefix = "verifyfast-phase-"
@@ -32,15 +33,15 @@ const (
 func PhasePurpose(p Phase) string { return fmt.Sprintf("%s%d", PhasePurposePrefix, int(p)) }
 
 // PhaseEventID is the id of the vera.verifyfast.phase event of phase p
-// about the answer event answerEventID.
-func PhaseEventID(answerEventID string, p Phase) string {
-	return bus.DeriveID(answerEventID, PhasePurpose(p))
+// about the answer event answerEventID of run runID.
+func PhaseEventID(runID, answerEventID string, p Phase) string {
+	return bus.DeriveID(runID, answerEventID, PhasePurpose(p))
 }
 
 // ScoredEventID is the id of the vera.verifyfast.scored event about the
-// answer event answerEventID.
-func ScoredEventID(answerEventID string) string {
-	return bus.DeriveID(answerEventID, ScoredPurpose)
+// answer event answerEventID of run runID.
+func ScoredEventID(runID, answerEventID string) string {
+	return bus.DeriveID(runID, answerEventID, ScoredPurpose)
 }
 
 // Live is VerifyFast as a component on the bus: it scores an agent's
@@ -320,7 +321,7 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 	case !rv.cfg.VerifyFast.Enabled:
 		log.Debug("VerifyFast is disabled for the run")
 		return nil
-	case rv.ids[ScoredEventID(aid)]:
+	case rv.ids[ScoredEventID(runID, aid)]:
 		log.Debug("already scored")
 		return nil
 	}

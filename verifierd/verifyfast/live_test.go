@@ -235,7 +235,7 @@ func (e *liveEnv) waitScored(runID, aid string) (bus.Event, catalog.VerifyFastSc
 	var ev bus.Event
 	e.waitFor("the scored event of "+aid, func() bool {
 		for _, x := range e.events(runID, catalog.TypeVerifyFastScored) {
-			if x.ID == ScoredEventID(aid) {
+			if x.ID == ScoredEventID(runID, aid) {
 				ev = x
 				return true
 			}
@@ -277,7 +277,7 @@ func (e *liveEnv) phases(runID, aid string) map[int]catalog.VerifyFastPhase {
 		if vp.AnswerEventID != aid {
 			continue
 		}
-		if ev.ID != PhaseEventID(aid, Phase(vp.Phase)) || ev.CausationID != aid || ev.Source != catalog.ComponentVerifyFast {
+		if ev.ID != PhaseEventID(ev.RunID, aid, Phase(vp.Phase)) || ev.CausationID != aid || ev.Source != catalog.ComponentVerifyFast {
 			e.t.Errorf("phase %d event: id %s causation %s source %s", vp.Phase, ev.ID, ev.CausationID, ev.Source)
 		}
 		if _, dup := out[vp.Phase]; dup {
@@ -755,7 +755,7 @@ func TestCallID(t *testing.T) {
 			t.Errorf("CallID = %q, want %q", got, c.want)
 		}
 	}
-	if PhaseEventID("01JNZ8Q6V3K4T5M2R8X9Y0ABCD", PhaseFactCheck) != bus.DeriveID("01JNZ8Q6V3K4T5M2R8X9Y0ABCD", "verifyfast-phase-2") {
+	if PhaseEventID("r", "01JNZ8Q6V3K4T5M2R8X9Y0ABCD", PhaseFactCheck) != bus.DeriveID("r", "01JNZ8Q6V3K4T5M2R8X9Y0ABCD", "verifyfast-phase-2") {
 		t.Error("PhaseEventID is not ReactionTo's id")
 	}
 }

@@ -27,6 +27,7 @@ const (
 
 // runView is what Live needs of a run, rebuilt from its stream.
 type runView struct {
+	runID     string
 	cfg       *catalog.RunConfig
 	cancelled bool
 	// Stored before the answer event:
@@ -42,7 +43,7 @@ type runView struct {
 func (rv *runView) phasesOf(aid string) map[Phase]catalog.VerifyFastPhase {
 	out := map[Phase]catalog.VerifyFastPhase{}
 	for _, p := range Phases() {
-		if vp, ok := rv.phases[PhaseEventID(aid, p)]; ok {
+		if vp, ok := rv.phases[PhaseEventID(rv.runID, aid, p)]; ok {
 			out[p] = vp
 		}
 	}
@@ -60,6 +61,7 @@ var liveReadTypes = []string{
 // that a replay sees what the live run saw.
 func (l *Live) readRun(ctx context.Context, runID string, before uint64) (*runView, error) {
 	rv := &runView{
+		runID:    runID,
 		evidence: map[string]catalog.EvidenceRecorded{},
 		audited:  map[string]int{},
 		ids:      map[string]bool{},

@@ -95,8 +95,8 @@ func EventIDs(rec llm.CallRecord) (requested, responded string) {
 		base = rec.CallID // DeriveID takes its timestamp when it is a ULID
 	}
 	key := rec.RunID + "\x00" + rec.CallID + "\x00" + strconv.Itoa(rec.Attempt)
-	return bus.DeriveID(base, catalog.TypeModelRequested+"\x00"+key),
-		bus.DeriveID(base, catalog.TypeModelResponded+"\x00"+key)
+	return bus.DeriveID(rec.RunID, base, catalog.TypeModelRequested+"\x00"+key),
+		bus.DeriveID(rec.RunID, base, catalog.TypeModelResponded+"\x00"+key)
 }
 
 // Requested publishes vera.model.requested for the attempt.
