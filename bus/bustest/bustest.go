@@ -149,23 +149,43 @@ func (c *Cluster) start(i int) error {
 	return nil
 }
 
-// WaitReady waits until every running node reports a JetStream meta leader.
+// WaitReady waits until every running node reports a JetStream meta
+// leader and the leader counts every running node as a peer that can hold
+// a replica: before that, creating an R3 stream fails with "no suitable
+// peers for placement".
 func (c *Cluster) WaitReady() {
 	c.tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		ready := true
+		ready, running, placeable := true, 0, -1
 		for _, s := range c.Nodes {
-			if s != nil && (!s.NATS().JetStreamEnabled() || s.NATS().JetStreamIsClustered() && !hasLeader(s)) {
+			if s == nil {
+				continue
+			}
+			running++
+			if !s.NATS().JetStreamEnabled() || s.NATS().JetStreamIsClustered() && !hasLeader(s) {
 				ready = false
 			}
+			if s.NATS().JetStreamIsLeader() {
+				placeable = len(s.NATS().JetStreamClusterPeers())
+			}
 		}
-		if ready {
+		if ready && (placeable >= running || !c.clustered()) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.tb.Fatalf("cluster did not elect a JetStream meta leader within 30s")
+}
+
+// clustered reports whether the running nodes form a JetStream cluster.
+func (c *Cluster) clustered() bool {
+	for _, s := range c.Nodes {
+		if s != nil {
+			return s.NATS().JetStreamIsClustered()
+		}
+	}
+	return false
 }
 
 func hasLeader(s *embedded.Server) bool {
