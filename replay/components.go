@@ -149,7 +149,11 @@ func (e *env) startLogic(ctx context.Context, window int) error {
 	if err != nil {
 		return err
 	}
-	e.group.Go("logic verifier", (&logic.Live{Bus: b, Window: window, Logger: e.log}).Run)
+	l, err := logic.New(b, logic.Config{Window: window, Logger: e.log})
+	if err != nil {
+		return err
+	}
+	e.group.Go("logic verifier", l.Run)
 	return nil
 }
 
@@ -163,7 +167,12 @@ func (e *env) startAuditor(ctx context.Context, models func(catalog.ModelConfig)
 	if models == nil {
 		models = e.models(b, override)
 	}
-	e.group.Go("deepverify auditor", (&deepverify.Auditor{Bus: b, Logger: e.log, Models: models}).Run)
+	a, err := deepverify.New(b, deepverify.Config{Logger: e.log,
+		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) { return models(mc) }})
+	if err != nil {
+		return err
+	}
+	e.group.Go("deepverify auditor", a.Run)
 	return nil
 }
 

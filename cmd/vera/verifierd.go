@@ -104,20 +104,32 @@ func runVerifiers(ctx context.Context, g *globals, url string, f verifierFlags, 
 			}
 		}()
 	}
-	run("logic verifier", (&logic.Live{Bus: logicBus, Window: f.window, Hybrid: h, Logger: log}).Run)
-	run("verifyfast", (&verifyfast.Live{
-		Bus: vfBus, Strategy: strategy, Settings: settings, Logger: log,
+	lv, err := logic.New(logicBus, logic.Config{Window: f.window, Hybrid: h, Logger: log})
+	if err != nil {
+		return fmt.Errorf("logic verifier: %w", err)
+	}
+	vf, err := verifyfast.New(vfBus, verifyfast.Config{
+		Strategy: strategy, Settings: settings, Logger: log,
 		// The model of each run comes from its config; its calls are
 		// events of the run.
-		Completer: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
+		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			cfg := llmbus.Config(mc)
 			cfg.Recorder, cfg.Logger = recorder, log
 			return llm.New(cfg)
 		},
-	}).Run)
+	})
+	if err != nil {
+		return fmt.Errorf("verifyfast: %w", err)
+	}
 	auditorModels := newModelClients(dvRecorder, log)
 	defer auditorModels.close()
-	run("deepverify auditor", (&deepverify.Auditor{Bus: dvBus, Logger: log, Models: auditorModels.get}).Run)
+	auditor, err := deepverify.New(dvBus, deepverify.Config{Logger: log, Models: auditorModels.get})
+	if err != nil {
+		return fmt.Errorf("deepverify auditor: %w", err)
+	}
+	run("logic verifier", lv.Run)
+	run("verifyfast", vf.Run)
+	run("deepverify auditor", auditor.Run)
 	wg.Wait()
 	close(errs)
 	var all []error

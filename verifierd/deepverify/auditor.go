@@ -12,78 +12,129 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 )
 
-// Durable is the name of the auditor's durable consumer.
+// Durable is the name of the auditor's durable consumer:
+// component.Durable(catalog.ComponentDeepVerify, ""), the name bus/auth
+// reserves for the auditor.
 const Durable = "verifier-deepverify"
 
 // DefaultToolTimeout bounds one auditor shell command.
 const DefaultToolTimeout = 2 * time.Minute
 
-// Auditor is the DeepVerifier auditor consumer.
-type Auditor struct {
-	Bus *bus.Bus
-	// Models returns the client for a model endpoint (the run's auditor
-	// model, else the agent's).
-	Models func(catalog.ModelConfig) (llm.Completer, error)
-	// MaxCheckSteps is the command budget of one check loop; default 4.
+// DefaultConcurrency is the number of runs the auditor handles at once.
+const DefaultConcurrency = 4
+
+// Config is the auditor's configuration. The zero value works but for
+// Models, which is required; SetDefaults fills the defaults documented on
+// each field.
+type Config struct {
+	// Models returns the client of a run's model settings (the run's
+	// auditor model, else the agent's); required. Its clients should record
+	// their calls on the auditor's bus (llmbus).
+	Models component.Models
+	// MaxCheckSteps is the command budget of one check loop; default
+	// DefaultMaxCheckSteps (4).
 	MaxCheckSteps int
-	Logger        *slog.Logger
+	// Logger defaults to slog.Default(), tagged with the component's name
+	// (component.Logger).
+	Logger *slog.Logger
 	// Source stamps the events; default catalog.ComponentDeepVerify.
 	Source string
-	// Clock measures durations and stamps events; default the bus's clock.
+	// Clock measures durations and stamps events; default (nil) the bus's
+	// clock, which New takes.
 	Clock bus.Clock
 	// ToolTimeout bounds each command; default DefaultToolTimeout.
 	ToolTimeout time.Duration
-	// Concurrency is the number of runs handled at once; default 4.
+	// Concurrency is the number of runs handled at once; default
+	// DefaultConcurrency (4).
 	Concurrency int
 	// AckWait is how long a delivery may stay unacknowledged, because the
 	// auditor died while handling it, before it is delivered again (to the
 	// restarted auditor); default bus.DefaultAckWait. A live handler keeps
 	// its delivery in progress however long it runs.
 	AckWait time.Duration
+	// Durable names the consumer; default Durable
+	// (component.Durable(catalog.ComponentDeepVerify, "")).
+	Durable string
+}
 
-	once   sync.Once
+// SetDefaults fills in the defaults documented on each field and checks
+// the configuration: Models is required.
+func (c *Config) SetDefaults() error {
+	if c.Models == nil {
+		return errors.New("deepverify: Config.Models is nil")
+	}
+	if c.MaxCheckSteps <= 0 {
+		c.MaxCheckSteps = DefaultMaxCheckSteps
+	}
+	if c.Source == "" {
+		c.Source = catalog.ComponentDeepVerify
+	}
+	if c.ToolTimeout <= 0 {
+		c.ToolTimeout = DefaultToolTimeout
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = bus.DefaultAckWait
+	}
+	if c.Durable == "" {
+		c.Durable = component.Durable(catalog.ComponentDeepVerify, "")
+	}
+	c.Logger = component.Logger(c.Logger, catalog.ComponentDeepVerify)
+	return nil
+}
+
+// Auditor is the DeepVerifier auditor consumer. Create it with New and run
+// it with Run.
+type Auditor struct {
+	b      *bus.Bus
+	cfg    Config    // defaults filled by New; never written afterwards
+	clock  bus.Clock // cfg.Clock, else the bus's
 	events *bus.Factory
 }
 
-func (a *Auditor) init() {
-	a.once.Do(func() {
-		if a.MaxCheckSteps <= 0 {
-			a.MaxCheckSteps = DefaultMaxCheckSteps
-		}
-		if a.Logger == nil {
-			a.Logger = slog.New(slog.DiscardHandler)
-		}
-		if a.Source == "" {
-			a.Source = catalog.ComponentDeepVerify
-		}
-		if a.Clock == nil {
-			a.Clock = a.Bus.Options().Clock
-		}
-		if a.ToolTimeout <= 0 {
-			a.ToolTimeout = DefaultToolTimeout
-		}
-		if a.Concurrency <= 0 {
-			a.Concurrency = 4
-		}
-		a.events = &bus.Factory{Source: a.Source, Clock: a.Clock, IDs: a.Bus.Options().IDs}
-	})
+var _ component.Component = (*Auditor)(nil)
+
+// New returns the auditor that consumes and publishes on b.
+func New(b *bus.Bus, cfg Config) (*Auditor, error) {
+	if b == nil {
+		return nil, errors.New("deepverify: New needs a bus")
+	}
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, err
+	}
+	opts := b.Options()
+	clock := cfg.Clock
+	if clock == nil {
+		clock = opts.Clock
+	}
+	return &Auditor{b: b, cfg: cfg, clock: clock,
+		events: &bus.Factory{Source: cfg.Source, Clock: clock, IDs: opts.IDs}}, nil
 }
 
+// Name is catalog.ComponentDeepVerify.
+func (a *Auditor) Name() string { return catalog.ComponentDeepVerify }
+
+// Consumes lists the types the catalogue says the auditor consumes.
+func (a *Auditor) Consumes() []string { return catalog.ConsumedBy(catalog.ComponentDeepVerify) }
+
+// Produces lists the types the catalogue says the auditor produces.
+func (a *Auditor) Produces() []string { return catalog.ProducedBy(catalog.ComponentDeepVerify) }
+
 // Run consumes vera.audit.requested and the auditor's vera.tool.finished
-// until ctx ends.
+// until ctx ends, then drains and returns nil. Data the catalogue's schema
+// rejects is dead-lettered with the reason (component.Consume).
 func (a *Auditor) Run(ctx context.Context) error {
-	if a.Bus == nil || a.Models == nil {
-		return errors.New("deepverify: Bus and Models are required")
-	}
-	a.init()
-	return a.Bus.Consume(ctx, bus.ConsumerConfig{
-		Durable:     Durable,
+	return component.Consume(ctx, a.b, bus.ConsumerConfig{
+		Durable:     a.cfg.Durable,
 		Types:       []string{catalog.TypeAuditRequested, catalog.TypeToolFinished},
-		Concurrency: a.Concurrency,
-		AckWait:     a.AckWait,
+		Concurrency: a.cfg.Concurrency,
+		AckWait:     a.cfg.AckWait,
 	}, a.handle)
 }
 
@@ -118,8 +169,7 @@ func (a *Auditor) handle(ctx context.Context, m *bus.Message) error {
 // whatever is missing: decomposition, the next step of every unfinished
 // check, the judgement, the feedback. Doing it twice changes nothing twice.
 func (a *Auditor) Advance(ctx context.Context, runID string) error {
-	a.init()
-	events, err := a.Bus.ReadRun(ctx, runID)
+	events, err := a.b.ReadRun(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("read run %s: %w", runID, err)
 	}
@@ -143,7 +193,7 @@ func (a *Auditor) answer(ctx context.Context, r *roundState) (string, error) {
 	if r.Req.Answer != "" || r.Req.AnswerBlob == nil {
 		return r.Req.Answer, nil
 	}
-	b, err := a.Bus.GetBlob(ctx, r.Req.AnswerBlob.Digest)
+	b, err := a.b.GetBlob(ctx, r.Req.AnswerBlob.Digest)
 	if err != nil {
 		return "", fmt.Errorf("answer blob: %w", err)
 	}
@@ -155,7 +205,7 @@ func (a *Auditor) publish(ctx context.Context, runID string, p bus.Payload, caus
 	if err != nil {
 		return bus.Event{}, err
 	}
-	if _, err := a.Bus.Publish(ctx, ev); err != nil {
+	if _, err := a.b.Publish(ctx, ev); err != nil {
 		return bus.Event{}, fmt.Errorf("publish %s: %w", ev.Type, err)
 	}
 	return ev, nil
@@ -167,7 +217,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		return err
 	}
 	maxRounds, stopScore, mc, _ := st.auditorSettings()
-	model, err := a.Models(mc)
+	model, err := a.cfg.Models(st.RunID, mc)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
@@ -175,7 +225,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 
 	// (a–c) decompose.
 	if r.Decomposed == nil {
-		start := a.Clock.Now()
+		start := a.clock.Now()
 		req := base
 		req.Scope, req.Purpose = string(catalog.ScopeVerifier), "decompose"
 		req.CallID = fmt.Sprintf("call-audit-r%d-decompose", r.Round)
@@ -191,11 +241,11 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 			if ctx.Err() != nil || !isParseError(perr) {
 				return perr
 			}
-			a.Logger.Warn("decomposition reply unparseable; judging without checks", "run", st.RunID, "round", r.Round, "err", perr)
+			a.cfg.Logger.Warn("decomposition reply unparseable; judging without checks", "run", st.RunID, "round", r.Round, "err", perr)
 			d = Decomposition{}
 		}
 		ad := catalog.AuditDecomposed{Round: r.Round, Summary: d.Summary, LikelyErrors: d.LikelyErrors,
-			ModelCallID: req.CallID, DurationMS: a.Clock.Now().Sub(start).Milliseconds()}
+			ModelCallID: req.CallID, DurationMS: a.clock.Now().Sub(start).Milliseconds()}
 		for i, c := range d.Checks {
 			lb := c.LoadBearing == nil || *c.LoadBearing
 			ad.Checks = append(ad.Checks, catalog.AuditCheckPlan{CheckID: CheckID(r.Round, i+1), Source: c.Source, Question: c.Question, LoadBearing: lb})
@@ -260,7 +310,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		best := BestOf(st.judged()).Update(r.Round, score)
 		aj := catalog.AuditJudged{Round: r.Round, Explanation: j.Explanation, Score: score, RawScore: j.Score,
 			Instructions: j.Instructions, Caps: caps, BestRound: best.Round, BestScore: best.Score,
-			DurationMS:  max(0, a.Clock.Now().Sub(r.Request.Time).Milliseconds()),
+			DurationMS:  max(0, a.clock.Now().Sub(r.Request.Time).Milliseconds()),
 			ModelTokens: roundTokens(events, r.Round) + usage.Total, ModelCallID: req.CallID}
 		if _, err := a.publish(ctx, st.RunID, aj, r.Request, "judged"); err != nil {
 			return err
@@ -323,12 +373,12 @@ func (a *Auditor) advanceCheck(ctx context.Context, st *runState, r *roundState,
 	if n := len(c.Calls); n > 0 && c.Calls[n-1].Finished == nil {
 		return nil // waiting for its tool.finished
 	}
-	mustDecide := len(c.Calls) >= a.MaxCheckSteps
+	mustDecide := len(c.Calls) >= a.cfg.MaxCheckSteps
 	step := len(c.Calls) + 1
 	req := base
 	req.Scope, req.Purpose, req.CheckID = string(catalog.ScopeVerifier), "check", c.Plan.CheckID
 	req.CallID = fmt.Sprintf("call-audit-%s-s%d", c.Plan.CheckID, step)
-	in := CheckInput{CheckID: c.Plan.CheckID, Step: step, MaxSteps: a.MaxCheckSteps + 1, Task: st.Room.Task, Answer: answer,
+	in := CheckInput{CheckID: c.Plan.CheckID, Step: step, MaxSteps: a.cfg.MaxCheckSteps + 1, Task: st.Room.Task, Answer: answer,
 		Question: c.Plan.Question, Source: c.Plan.Source, MustDecide: mustDecide}
 	cwd, env := "", map[string]string{}
 	for _, tc := range c.Calls {
@@ -351,21 +401,21 @@ func (a *Auditor) advanceCheck(ctx context.Context, st *runState, r *roundState,
 		s = CheckStep{Verdict: catalog.CheckUnknown, Evidence: "check reply unparseable: " + perr.Error()}
 	}
 	if s.Verdict == "" && mustDecide {
-		s = CheckStep{Verdict: catalog.CheckUnknown, Evidence: fmt.Sprintf("no verdict within %d commands", a.MaxCheckSteps)}
+		s = CheckStep{Verdict: catalog.CheckUnknown, Evidence: fmt.Sprintf("no verdict within %d commands", a.cfg.MaxCheckSteps)}
 	}
 	if s.Verdict == "" {
 		if len(env) == 0 {
 			env = nil
 		}
 		tr := catalog.ToolRequested{RequestID: RequestID(r.Round, c.Index, step), Requester: catalog.RequesterAuditor,
-			Tool: catalog.ToolShell, Command: s.Command, Cwd: cwd, Env: env, TimeoutMS: a.ToolTimeout.Milliseconds(),
+			Tool: catalog.ToolShell, Command: s.Command, Cwd: cwd, Env: env, TimeoutMS: a.cfg.ToolTimeout.Milliseconds(),
 			Step: r.Req.CandidateStep, Round: r.Round, CheckID: c.Plan.CheckID}
 		_, err := a.publish(ctx, st.RunID, tr, r.Request, "tool:"+tr.RequestID)
 		return err
 	}
 	ac := catalog.AuditCheck{Round: r.Round, CheckID: c.Plan.CheckID, Source: c.Plan.Source, Question: c.Plan.Question,
 		LoadBearing: c.Plan.LoadBearing, Result: s.Verdict, Evidence: s.Evidence, Citations: s.Citations,
-		DurationMS: max(0, a.Clock.Now().Sub(c.Started.Time).Milliseconds())}
+		DurationMS: max(0, a.clock.Now().Sub(c.Started.Time).Milliseconds())}
 	for _, tc := range c.Calls {
 		ac.ToolRequestIDs = append(ac.ToolRequestIDs, tc.Req.RequestID)
 	}

@@ -2,8 +2,10 @@ package deepverify
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
@@ -109,7 +112,9 @@ func newHarness(t testing.TB, maxRounds int) *harness {
 func (h *harness) newRun(runID string, maxRounds int, workDir string) {
 	h.t.Helper()
 	h.runID = runID
+	h.mu.Lock()
 	h.runs = append(h.runs, runID)
+	h.mu.Unlock()
 	cfg := catalog.RunConfig{Task: "When was Python 3.13.0 released?", WorkDir: workDir,
 		Model:   catalog.ModelConfig{BaseURL: h.srv.URL(), Name: "m"},
 		Auditor: catalog.AuditorConfig{Enabled: true, MaxRounds: maxRounds}}
@@ -143,13 +148,19 @@ func (h *harness) request(round int, answer string, evidence ...string) {
 }
 
 // client is the real model client against the scripted server.
-func (h *harness) models() func(catalog.ModelConfig) (llm.Completer, error) {
+func (h *harness) models() component.Models {
 	c, err := llm.New(llm.Config{BaseURL: h.srv.URL(), Model: "m", MaxRetries: -1})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(c.Close)
-	return func(mc catalog.ModelConfig) (llm.Completer, error) {
+	return func(runID string, mc catalog.ModelConfig) (llm.Completer, error) {
+		h.mu.Lock()
+		known := slices.Contains(h.runs, runID)
+		h.mu.Unlock()
+		if !known {
+			return nil, fmt.Errorf("unexpected run %q", runID)
+		}
 		if mc.Name != "m" {
 			return nil, fmt.Errorf("unexpected model %q", mc.Name)
 		}
@@ -157,9 +168,26 @@ func (h *harness) models() func(catalog.ModelConfig) (llm.Completer, error) {
 	}
 }
 
+// newAuditor makes an auditor on the harness's bus; cfg's Models and
+// Logger default to the harness's.
+func (h *harness) newAuditor(cfg Config) *Auditor {
+	h.t.Helper()
+	if cfg.Models == nil {
+		cfg.Models = h.models()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = bustest.Logger(h.t)
+	}
+	a, err := New(h.b, cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
 // runAuditor starts an auditor; the returned stop cancels it and waits.
 func (h *harness) runAuditor() (*Auditor, func()) {
-	a := &Auditor{Bus: h.b, Models: h.models(), Logger: bustest.Logger(h.t)}
+	a := h.newAuditor(Config{})
 	return a, bustest.Start(h.t, "auditor", a.Run)
 }
 
@@ -597,11 +625,27 @@ func TestMalformedRequestDoesNotStopTheAuditor(t *testing.T) {
 	h.standard(1, 4)
 	h.runToolAnswerer()
 	h.runAuditor()
-	h.publish(catalog.AuditRequested{Round: 0, Answer: "x"}) // dead-lettered
+	bad := h.publish(catalog.AuditRequested{Round: 0, Answer: "x"}) // dead-lettered
 	h.request(1, goodAnswer, "ev_0001", "ev_0002")
 	evs := h.wait("feedback", feedbackFor(1))
 	if n := len(payloads[catalog.AuditDecomposed](evs)); n != 1 {
 		t.Errorf("%d decompositions, want 1", n)
+	}
+	// The catalogue's schema rejected it before the auditor saw it.
+	s, err := h.b.JetStream().Stream(t.Context(), bus.DeadLetterStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(t.Context(), bus.DeadLetterSubject+"."+Durable+"."+h.runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dl bus.DeadLetter
+	if err := json.Unmarshal(m.Data, &dl); err != nil {
+		t.Fatal(err)
+	}
+	if dl.EventID != bad.ID || !strings.HasPrefix(dl.Reason, "rejected: ") || !strings.Contains(dl.Reason, "round") {
+		t.Errorf("dead letter %+v", dl)
 	}
 }
 
@@ -672,7 +716,7 @@ func TestResumesFromRecordedPartialRound(t *testing.T) {
 		}
 	}
 	h.runToolAnswerer()
-	a := &Auditor{Bus: h.b, Models: h.models()}
+	a := h.newAuditor(Config{})
 	if err := a.Advance(context.Background(), h.runID); err != nil { // as on the redelivery of audit.requested
 		t.Fatal(err)
 	}
@@ -703,5 +747,39 @@ func TestResumesFromRecordedPartialRound(t *testing.T) {
 	}
 	if len(after) != before {
 		t.Errorf("a second Advance appended %d events", len(after)-before)
+	}
+}
+
+func TestNewChecksAndShape(t *testing.T) {
+	models := func(string, catalog.ModelConfig) (llm.Completer, error) { return nil, nil }
+	if _, err := New(nil, Config{Models: models}); err == nil {
+		t.Error("New without a bus succeeded")
+	}
+	if _, err := New(&bus.Bus{}, Config{}); err == nil {
+		t.Error("New without Models succeeded")
+	}
+	c := Config{Models: models}
+	if err := c.SetDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxCheckSteps != DefaultMaxCheckSteps || c.Source != catalog.ComponentDeepVerify || c.ToolTimeout != DefaultToolTimeout ||
+		c.Concurrency != DefaultConcurrency || c.AckWait != bus.DefaultAckWait || c.Durable != Durable || c.Logger == nil || c.Clock != nil {
+		t.Errorf("defaults: %+v", c)
+	}
+	if Durable != component.Durable(catalog.ComponentDeepVerify, "") {
+		t.Errorf("Durable %q is not the convention's name", Durable)
+	}
+	cfg := Config{Models: models, MaxCheckSteps: 2}
+	a, err := New(&bus.Bus{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logger != nil || cfg.Source != "" || cfg.Durable != "" {
+		t.Errorf("New changed the caller's Config: %+v", cfg)
+	}
+	if a.Name() != catalog.ComponentDeepVerify || !slices.Contains(a.Consumes(), catalog.TypeAuditRequested) ||
+		!slices.Contains(a.Consumes(), catalog.TypeToolFinished) || !slices.Contains(a.Produces(), catalog.TypeAuditFeedback) ||
+		!slices.Equal(a.Produces(), catalog.ProducedBy(catalog.ComponentDeepVerify)) {
+		t.Errorf("name %q consumes %v produces %v", a.Name(), a.Consumes(), a.Produces())
 	}
 }

@@ -74,13 +74,12 @@ func (m *busyModel) total() time.Duration {
 // benchAuditor starts an auditor whose model calls go through a busyModel.
 func (h *harness) benchAuditor() *busyModel {
 	models := h.models()
-	c, err := models(catalog.ModelConfig{Name: "m"})
+	c, err := models(h.runID, catalog.ModelConfig{Name: "m"})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	bm := &busyModel{Completer: c}
-	a := &Auditor{Bus: h.b, Logger: bustest.Logger(h.t),
-		Models: func(catalog.ModelConfig) (llm.Completer, error) { return bm, nil }}
+	a := h.newAuditor(Config{Models: func(string, catalog.ModelConfig) (llm.Completer, error) { return bm, nil }})
 	bustest.Start(h.t, "auditor", a.Run)
 	return bm
 }

@@ -39,7 +39,8 @@
 // not the auditor). Before sandboxd ran the auditor's commands in parallel
 // the sandbox round took 2.1× the bare 1.0 s.
 //
-// It imports bus, bus/catalog, internal/llm and internal/domain only; it
+// It imports bus, bus/catalog, component, internal/llm and internal/domain
+// only; it
 // meets the agent and sandboxd on the stream (its tests run a real sandboxd
 // in the test process).
 package deepverify

@@ -257,8 +257,8 @@ func helperAuditor() int {
 			c.Close()
 		}
 	}()
-	a := &Auditor{Bus: b, Logger: log, AckWait: 2 * time.Second,
-		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
+	a, err := New(b, Config{Logger: log, AckWait: 2 * time.Second,
+		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if c := clients[mc]; c != nil {
@@ -270,7 +270,11 @@ func helperAuditor() int {
 			}
 			clients[mc] = c
 			return c, nil
-		}}
+		}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper auditor:", err)
+		return 2
+	}
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "helper auditor:", err)
 		return 1

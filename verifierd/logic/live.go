@@ -11,12 +11,15 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 )
 
 // Defaults of Live.
 const (
-	DefaultWindow      = 3 // as in MIRAGE's repetitive_4 setting
+	DefaultWindow = 3 // as in MIRAGE's repetitive_4 setting
+	// DefaultDurable is component.Durable(catalog.ComponentLogic, ""): the
+	// durable consumer name bus/auth reserves for the logic verifier.
 	DefaultDurable     = "verifier-logic"
 	DefaultConcurrency = 4
 	DefaultMaxRuns     = 1024
@@ -83,17 +86,40 @@ const VerdictPurpose = "logic-verdict"
 // it, so a restart, a redelivery out of order or a replay gives the
 // verdicts an uninterrupted run gives.
 //
-// Malformed agent.step data (not an AgentStep object, step < 1) is
-// dead-lettered with bus.Permanent. Other event types are ignored.
+// Malformed agent.step data (data the catalogue's schema rejects, checked
+// by component.Consume before Live sees it; not an AgentStep object; step
+// < 1) is dead-lettered with bus.Permanent and the reason. Other event
+// types are ignored.
+//
+// Create it with New (Config holds its settings) and run it with Run.
 type Live struct {
-	Bus *bus.Bus
-	// Window is W above; 0 means DefaultWindow.
-	Window int
-	// Hybrid, when set, sends uncertain verdicts to its judge.
-	Hybrid *Hybrid
-	Logger *slog.Logger
+	b   *bus.Bus
+	cfg Config // defaults filled by New; never written afterwards
 
-	// Durable names the consumer; default DefaultDurable.
+	mu     sync.Mutex
+	runs   map[string]*runState
+	clock  uint64
+	events *bus.Factory
+	log    *slog.Logger
+}
+
+var _ component.Component = (*Live)(nil)
+
+// Config is the logic verifier's configuration. The zero value is a
+// working one (a window of DefaultWindow, no judge); SetDefaults fills
+// the defaults documented on each field.
+type Config struct {
+	// Window is W above (see Live): the judged step and the W-1 acting
+	// steps before it; default DefaultWindow (3), at least 2.
+	Window int
+	// Hybrid, when set, sends uncertain verdicts to its judge (it must
+	// have one); default nil: logic alone.
+	Hybrid *Hybrid
+	// Logger defaults to slog.Default(), tagged with the component's name
+	// (component.Logger).
+	Logger *slog.Logger
+	// Durable names the consumer; default DefaultDurable
+	// (component.Durable(catalog.ComponentLogic, ""), "verifier-logic").
 	Durable string
 	// Concurrency is the number of runs handled at once (the steps of one
 	// run are always handled in order); default DefaultConcurrency.
@@ -104,13 +130,63 @@ type Live struct {
 	MaxRuns int
 	// Source stamps the verdict events; default catalog.ComponentLogic.
 	Source string
-
-	mu     sync.Mutex
-	runs   map[string]*runState
-	clock  uint64
-	events *bus.Factory
-	log    *slog.Logger
 }
+
+// SetDefaults fills in the defaults documented on each field and checks
+// the configuration: a window below 2, or a Hybrid without a judge, is an
+// error.
+func (c *Config) SetDefaults() error {
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Window < 2 {
+		return fmt.Errorf("logic: window %d: want at least 2 (the step and one step before it)", c.Window)
+	}
+	if c.Hybrid != nil && c.Hybrid.Judge == nil {
+		return errors.New("logic: Live's hybrid verifier has no judge")
+	}
+	if c.Durable == "" {
+		c.Durable = component.Durable(catalog.ComponentLogic, "")
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.MaxRuns <= 0 {
+		c.MaxRuns = DefaultMaxRuns
+	}
+	if c.Source == "" {
+		c.Source = catalog.ComponentLogic
+	}
+	c.Logger = component.Logger(c.Logger, catalog.ComponentLogic)
+	return nil
+}
+
+// New returns the logic verifier that consumes and publishes on b.
+func New(b *bus.Bus, cfg Config) (*Live, error) {
+	if b == nil {
+		return nil, errors.New("logic: New needs a bus")
+	}
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, err
+	}
+	opts := b.Options()
+	return &Live{
+		b:      b,
+		cfg:    cfg,
+		runs:   map[string]*runState{},
+		events: &bus.Factory{Source: cfg.Source, Clock: opts.Clock, IDs: opts.IDs},
+		log:    cfg.Logger,
+	}, nil
+}
+
+// Name is catalog.ComponentLogic.
+func (l *Live) Name() string { return catalog.ComponentLogic }
+
+// Consumes lists the types the catalogue says the logic verifier consumes.
+func (l *Live) Consumes() []string { return catalog.ConsumedBy(catalog.ComponentLogic) }
+
+// Produces lists the types the catalogue says the logic verifier produces.
+func (l *Live) Produces() []string { return catalog.ProducedBy(catalog.ComponentLogic) }
 
 // runState is what Live knows of one run's steps.
 type runState struct {
@@ -133,55 +209,17 @@ type actEntry struct {
 }
 
 // Run consumes agent steps until ctx ends, then drains and returns nil; an
-// error means the consumer could not start or the configuration is wrong.
+// error means the consumer could not start. Every Run starts from an empty
+// memory and rebuilds the runs it sees from the stream.
 func (l *Live) Run(ctx context.Context) error {
-	if err := l.init(); err != nil {
-		return err
-	}
-	return l.Bus.Consume(ctx, bus.ConsumerConfig{
-		Durable:     l.Durable,
-		Types:       []string{catalog.TypeAgentStep},
-		Concurrency: l.Concurrency,
-	}, l.handle)
-}
-
-// init checks the configuration and fills in the defaults.
-func (l *Live) init() error {
-	if l.Bus == nil {
-		return errors.New("logic: Live needs a bus")
-	}
-	if l.Window == 0 {
-		l.Window = DefaultWindow
-	}
-	if l.Window < 2 {
-		return fmt.Errorf("logic: window %d: want at least 2 (the step and one step before it)", l.Window)
-	}
-	if l.Hybrid != nil && l.Hybrid.Judge == nil {
-		return errors.New("logic: Live's hybrid verifier has no judge")
-	}
-	if l.Durable == "" {
-		l.Durable = DefaultDurable
-	}
-	if l.Concurrency <= 0 {
-		l.Concurrency = DefaultConcurrency
-	}
-	if l.MaxRuns <= 0 {
-		l.MaxRuns = DefaultMaxRuns
-	}
-	if l.Source == "" {
-		l.Source = catalog.ComponentLogic
-	}
-	l.log = l.Logger
-	if l.log == nil {
-		l.log = slog.Default()
-	}
-	l.log = l.log.With("component", l.Source)
-	opts := l.Bus.Options()
-	l.events = &bus.Factory{Source: l.Source, Clock: opts.Clock, IDs: opts.IDs}
 	l.mu.Lock()
-	l.runs = map[string]*runState{} // a new Run rebuilds everything
+	l.runs = map[string]*runState{}
 	l.mu.Unlock()
-	return nil
+	return component.Consume(ctx, l.b, bus.ConsumerConfig{
+		Durable:     l.cfg.Durable,
+		Types:       []string{catalog.TypeAgentStep},
+		Concurrency: l.cfg.Concurrency,
+	}, l.handle)
 }
 
 // run returns the state of a run, forgetting the least recently used run
@@ -192,7 +230,7 @@ func (l *Live) run(id string) *runState {
 	l.clock++
 	rs := l.runs[id]
 	if rs == nil {
-		if len(l.runs) >= l.MaxRuns {
+		if len(l.runs) >= l.cfg.MaxRuns {
 			oldest, at := "", ^uint64(0)
 			for k, r := range l.runs {
 				if r.used < at {
@@ -233,8 +271,8 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 	if !ok {
 		return nil
 	}
-	win := rs.window(m.Sequence, l.Window-1)
-	if len(win) < l.Window-1 {
+	win := rs.window(m.Sequence, l.cfg.Window-1)
+	if len(win) < l.cfg.Window-1 {
 		return nil
 	}
 	for _, e := range win[1:] {
@@ -254,7 +292,7 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	if _, err := l.Bus.Publish(ctx, ev); err != nil {
+	if _, err := l.b.Publish(ctx, ev); err != nil {
 		return err
 	}
 	rs.verdicts[id] = true
@@ -280,7 +318,7 @@ func decodeStep(ev bus.Event) (catalog.AgentStep, error) {
 func (l *Live) load(ctx context.Context, runID string, rs *runState) error {
 	rs.reset()
 	types := []string{catalog.TypeAgentStep, catalog.TypeLogicVerdict, catalog.TypeTaskSubmitted, catalog.TypeRunStarted}
-	for rec, err := range l.Bus.Read(ctx, bus.ReadOptions{RunID: runID, Types: types}) {
+	for rec, err := range l.b.Read(ctx, bus.ReadOptions{RunID: runID, Types: types}) {
 		if err != nil {
 			return fmt.Errorf("logic: rebuild run %s: %w", runID, err)
 		}
@@ -365,9 +403,9 @@ func (l *Live) verdict(ctx context.Context, rs *runState, ev bus.Event, seq uint
 	}
 	v := Verify(f)
 	v.DecidedBy = DecidedByLogic
-	if l.Hybrid != nil {
+	if l.cfg.Hybrid != nil {
 		var err error
-		v, err = l.Hybrid.decide(ctx, v, l.liveCase(rs, seq, st, act, ref), llm.Request{
+		v, err = l.cfg.Hybrid.decide(ctx, v, l.liveCase(rs, seq, st, act, ref), llm.Request{
 			RunID: ev.RunID, Scope: "logic", Step: st.Step, CallID: "logic-" + ev.ID, CauseID: ev.ID, Purpose: "judge",
 		})
 		if err != nil {
@@ -415,7 +453,7 @@ func (l *Live) verdict(ctx context.Context, rs *runState, ev bus.Event, seq uint
 
 // liveCase is the judge's view of a live step.
 func (l *Live) liveCase(rs *runState, seq uint64, st catalog.AgentStep, act StepAction, ref actEntry) judgeCase {
-	hist := rs.window(seq, max(l.Window-1, maxJudgeHistory))
+	hist := rs.window(seq, max(l.cfg.Window-1, maxJudgeHistory))
 	var b strings.Builder
 	for i, e := range hist {
 		if i > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
@@ -74,13 +75,25 @@ func publishTask(t *testing.T, b *bus.Bus, runID string) {
 	}
 }
 
-// startLive runs l until the returned stop is called (or the test ends).
-func startLive(t *testing.T, l *Live) (stop func()) {
+// newLive makes a Live on b (logging to the test unless cfg says
+// otherwise).
+func newLive(t *testing.T, b *bus.Bus, cfg Config) *Live {
 	t.Helper()
-	if l.Logger == nil {
-		l.Logger = bustest.Logger(t)
+	if cfg.Logger == nil {
+		cfg.Logger = bustest.Logger(t)
 	}
-	return bustest.Start(t, "Live.Run", l.Run)
+	l, err := New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// startLive runs a Live on b until the returned stop is called (or the
+// test ends).
+func startLive(t *testing.T, b *bus.Bus, cfg Config) (stop func()) {
+	t.Helper()
+	return bustest.Start(t, "Live.Run", newLive(t, b, cfg).Run)
 }
 
 // waitIdle waits until the durable consumer has acknowledged every step.
@@ -152,7 +165,7 @@ func TestLiveReportsRepetitions(t *testing.T) {
 	_, b := bustest.New(t)
 	publishTask(t, b, "run-1")
 	evs := publishSteps(t, b, "run-1", scenario())
-	startLive(t, &Live{Bus: b})
+	startLive(t, b, Config{})
 	waitIdle(t, b, DefaultDurable)
 
 	got := verdicts(t, b, "run-1")
@@ -222,7 +235,7 @@ func TestLiveWindowIsConfigurable(t *testing.T) {
 		t.Run(fmt.Sprint("window ", tt.window), func(t *testing.T) {
 			_, b := bustest.New(t)
 			publishSteps(t, b, "run-w", scenario())
-			startLive(t, &Live{Bus: b, Window: tt.window})
+			startLive(t, b, Config{Window: tt.window})
 			waitIdle(t, b, DefaultDurable)
 			got := verdicts(t, b, "run-w")
 			var scores []int
@@ -237,7 +250,7 @@ func TestLiveWindowIsConfigurable(t *testing.T) {
 			}
 		})
 	}
-	if err := (&Live{Bus: &bus.Bus{}, Window: 1}).Run(t.Context()); err == nil {
+	if _, err := New(&bus.Bus{}, Config{Window: 1}); err == nil {
 		t.Error("window 1 should be refused")
 	}
 }
@@ -250,7 +263,7 @@ func TestLiveRestartAndReplay(t *testing.T) {
 	_, b := bustest.New(t)
 	steps := scenario()
 
-	stop := startLive(t, &Live{Bus: b})
+	stop := startLive(t, b, Config{})
 	publishSteps(t, b, "straight", steps)
 	waitIdle(t, b, DefaultDurable)
 	stop()
@@ -264,7 +277,7 @@ func TestLiveRestartAndReplay(t *testing.T) {
 	// 1 and 2 delivered.
 	for _, part := range [][]catalog.AgentStep{steps[:2], steps[2:4], steps[4:]} {
 		publishSteps(t, b, "restarted", part)
-		stop := startLive(t, &Live{Bus: b})
+		stop := startLive(t, b, Config{})
 		waitIdle(t, b, DefaultDurable)
 		stop()
 	}
@@ -277,7 +290,7 @@ func TestLiveRestartAndReplay(t *testing.T) {
 	if err := b.JetStream().DeleteConsumer(t.Context(), bus.StreamName, DefaultDurable); err != nil {
 		t.Fatal(err)
 	}
-	stop = startLive(t, &Live{Bus: b})
+	stop = startLive(t, b, Config{})
 	waitIdle(t, b, DefaultDurable)
 	stop()
 	after := append(verdicts(t, b, "straight"), verdicts(t, b, "restarted")...)
@@ -293,7 +306,7 @@ func TestLiveHandlesStepsInAnyOrder(t *testing.T) {
 	_, b := bustest.New(t)
 	steps := scenario()
 	publishSteps(t, b, "in-order", steps)
-	stop := startLive(t, &Live{Bus: b})
+	stop := startLive(t, b, Config{})
 	waitIdle(t, b, DefaultDurable)
 	stop()
 	want := verdictData(verdicts(t, b, "in-order"))
@@ -312,10 +325,7 @@ func TestLiveHandlesStepsInAnyOrder(t *testing.T) {
 		if len(msgs) != len(steps) {
 			t.Fatalf("%d stored steps, want %d", len(msgs), len(steps))
 		}
-		l := &Live{Bus: b, Durable: "direct", Logger: discardLogger()}
-		if err := l.init(); err != nil {
-			t.Fatal(err)
-		}
+		l := newLive(t, b, Config{Durable: "direct", Logger: discardLogger()})
 		order := rng.Perm(len(msgs))
 		if round == 0 {
 			// In order, but with steps 3 and 4 handled by "another
@@ -349,10 +359,7 @@ func TestLiveHandlesStepsInAnyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Live{Bus: b, Logger: discardLogger()}
-	if err := l.init(); err != nil {
-		t.Fatal(err)
-	}
+	l := newLive(t, b, Config{Logger: discardLogger()})
 	if err := l.handle(t.Context(), &bus.Message{Event: other, Sequence: 1}); err != nil {
 		t.Errorf("another type: %v", err)
 	}
@@ -382,7 +389,7 @@ func TestLiveDeadLettersMalformedSteps(t *testing.T) {
 		steps[i].Step += 10 // the good steps keep their numbering after the bad ones
 	}
 	publishSteps(t, b, "run-bad", steps)
-	startLive(t, &Live{Bus: b})
+	startLive(t, b, Config{})
 	waitIdle(t, b, DefaultDurable)
 
 	if got := stepsOf(verdicts(t, b, "run-bad")); !reflect.DeepEqual(got, []int{14, 15, 16}) {
@@ -408,7 +415,8 @@ func TestLiveDeadLettersMalformedSteps(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &dl); err != nil {
 			t.Fatal(err)
 		}
-		if dl.Consumer != DefaultDurable || dl.RunID != "run-bad" || dl.Reason == "" {
+		// The catalogue's schema rejects each before Live sees it.
+		if dl.Consumer != DefaultDurable || dl.RunID != "run-bad" || !strings.HasPrefix(dl.Reason, "rejected: ") {
 			t.Errorf("dead letter %+v", dl)
 		}
 	}
@@ -428,7 +436,7 @@ func TestLiveHybridAsksTheJudgeOncePerStep(t *testing.T) {
 		shellStep(3, "I previously listed the directory; now I read the README.", "cat /work/README.md", false),
 		shellStep(4, "Read the changelog.", "cat /work/CHANGELOG.md", false),
 	})
-	stop := startLive(t, &Live{Bus: b, Window: 3, Hybrid: hybrid})
+	stop := startLive(t, b, Config{Window: 3, Hybrid: hybrid})
 	waitIdle(t, b, DefaultDurable)
 	stop()
 
@@ -456,7 +464,7 @@ func TestLiveHybridAsksTheJudgeOncePerStep(t *testing.T) {
 	if err := b.JetStream().DeleteConsumer(t.Context(), bus.StreamName, DefaultDurable); err != nil {
 		t.Fatal(err)
 	}
-	stop = startLive(t, &Live{Bus: b, Window: 3, Hybrid: hybrid})
+	stop = startLive(t, b, Config{Window: 3, Hybrid: hybrid})
 	waitIdle(t, b, DefaultDurable)
 	stop()
 	if n := srv.Count(); n != 1 {
@@ -464,5 +472,40 @@ func TestLiveHybridAsksTheJudgeOncePerStep(t *testing.T) {
 	}
 	if again := verdicts(t, b, "run-h"); !reflect.DeepEqual(again, got) {
 		t.Errorf("replay changed the verdicts: %+v", again)
+	}
+}
+
+func TestNewChecksAndShape(t *testing.T) {
+	if _, err := New(nil, Config{}); err == nil {
+		t.Error("New without a bus succeeded")
+	}
+	if _, err := New(&bus.Bus{}, Config{Hybrid: &Hybrid{}}); err == nil {
+		t.Error("a Hybrid without a judge was accepted")
+	}
+	var c Config
+	if err := c.SetDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Window != DefaultWindow || c.Durable != DefaultDurable || c.Concurrency != DefaultConcurrency ||
+		c.MaxRuns != DefaultMaxRuns || c.Source != catalog.ComponentLogic || c.Logger == nil {
+		t.Errorf("defaults: %+v", c)
+	}
+	if DefaultDurable != component.Durable(catalog.ComponentLogic, "") {
+		t.Errorf("DefaultDurable %q is not the convention's name", DefaultDurable)
+	}
+	cfg := Config{Window: 4}
+	l, err := New(&bus.Bus{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg != (Config{Window: 4}) {
+		t.Errorf("New changed the caller's Config: %+v", cfg)
+	}
+	if l.Name() != catalog.ComponentLogic || !reflect.DeepEqual(l.Consumes(), catalog.ConsumedBy(catalog.ComponentLogic)) ||
+		!reflect.DeepEqual(l.Produces(), catalog.ProducedBy(catalog.ComponentLogic)) {
+		t.Errorf("name %q consumes %v produces %v", l.Name(), l.Consumes(), l.Produces())
+	}
+	if !contains(l.Consumes(), catalog.TypeAgentStep) || !contains(l.Produces(), catalog.TypeLogicVerdict) {
+		t.Errorf("consumes %v produces %v", l.Consumes(), l.Produces())
 	}
 }

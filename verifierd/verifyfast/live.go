@@ -10,11 +10,14 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 )
 
 // Defaults of Live.
 const (
+	// DefaultLiveDurable is component.Durable(catalog.ComponentVerifyFast,
+	// ""): the durable consumer name bus/auth reserves for VerifyFast.
 	DefaultLiveDurable     = "verifier-verifyfast"
 	DefaultLiveConcurrency = 4
 )
@@ -50,7 +53,7 @@ func ScoredEventID(runID, answerEventID string) string {
 //
 // # Which events are scored
 //
-// Live is the durable consumer "verifier-verifyfast" (Durable) of
+// Live is the durable consumer "verifier-verifyfast" (Config.Durable) of
 // vera.audit.requested and vera.run.finished, the two events the
 // catalogue lists VerifyFast as a consumer of for answers (and the two
 // answer_event_id may name):
@@ -120,18 +123,18 @@ func ScoredEventID(runID, answerEventID string) string {
 // RunConfig.VerifyFast.Model, else the verify llm of the run's profile
 // (RunConfig.VerifyFast.Profile in Settings), else the agent's model
 // (RunConfig.Model). Every phase calls that model (the answer was produced
-// by the agent, so the whole audit is verification). Completer makes the
-// client (once per audited answer; a Close method is called afterwards);
-// the CLI injects one that publishes model I/O events. Every request
-// carries RunID, Scope "verifyfast", Purpose (decompose_facts, fact_check,
-// logic_check), Step (the candidate step), Round (the audit round, 0 for
-// vera.run.finished), CauseID (the answer event's id, so that the model
-// events are caused by it) and a CallID derived from the answer event, the
-// delivery, the phase and the ask: call-verifyfast-<answer event id>-p2,
-// -p2-ask2 for the re-ask, -d2-p2 on the second delivery. Temperature and
-// max_tokens are Settings.Defaults, or the spec's 0.1 and 4000.
-// The profile resolves Strategy (Strategy.ForProfile); an empty profile
-// uses the strategy's defaults.
+// by the agent, so the whole audit is verification). Config.Models makes
+// the client (once per audited answer; a Close method is called
+// afterwards); the CLI injects one that publishes model I/O events. Every
+// request carries RunID, Scope "verifyfast", Purpose (decompose_facts,
+// fact_check, logic_check), Step (the candidate step), Round (the audit
+// round, 0 for vera.run.finished), CauseID (the answer event's id, so that
+// the model events are caused by it) and a CallID derived from the answer
+// event, the delivery, the phase and the ask: call-verifyfast-<answer
+// event id>-p2, -p2-ask2 for the re-ask, -d2-p2 on the second delivery.
+// Temperature and max_tokens are Config.Settings' Defaults, or the spec's
+// 0.1 and 4000. The profile resolves Config.Strategy
+// (Strategy.ForProfile); an empty profile uses the strategy's defaults.
 //
 // # Events and idempotency
 //
@@ -160,96 +163,128 @@ func ScoredEventID(runID, answerEventID string) string {
 // giving the reason, and the failure is logged. When a model call fails
 // (unreachable, timeouts, 5xx after the client's own retries) the event is
 // redelivered with the consumer's backoff; on its last delivery
-// (MaxDeliver) the failure is recorded the same way (parse_error "phase 1
-// (decomposition): model call failed: …") and logged, and the consumer
-// goes on. An audit interrupted by shutdown is redelivered.
+// (Config.MaxDeliver) the failure is recorded the same way (parse_error
+// "phase 1 (decomposition): model call failed: …") and logged, and the
+// consumer goes on. An audit interrupted by shutdown is redelivered.
 //
-// Malformed answer events (data that is not the catalogue's type, an
-// audit.requested without an answer, an answer blob that does not exist)
-// are dead-lettered with bus.Permanent, and so is an answer whose model
-// client cannot be made (Completer's error: a configuration problem).
-// Stream read and publish errors are retried.
+// Malformed answer events (data the catalogue's schema rejects, checked by
+// component.Consume before Live sees it; data that is not the catalogue's
+// type; an audit.requested without an answer; an answer blob that does not
+// exist) are dead-lettered with bus.Permanent and the reason, and so is an
+// answer whose model client cannot be made (Config.Models' error: a
+// configuration problem). Stream read and publish errors are retried.
+//
+// Create it with New (Config holds its settings) and run it with Run.
 type Live struct {
-	Bus *bus.Bus
-	// Completer returns the model client for a run's model settings.
-	Completer func(runID string, cfg catalog.ModelConfig) (llm.Completer, error)
-	// Strategy is strategy.yaml (the zero value is the spec's); it is
-	// resolved per answer for the run's profile.
+	b      *bus.Bus
+	cfg    Config // defaults filled by New; never written afterwards
+	events *bus.Factory
+	log    *slog.Logger
+}
+
+var _ component.Component = (*Live)(nil)
+
+// Config is VerifyFast's configuration as a component. The zero value
+// works but for Models, which is required; SetDefaults fills the defaults
+// documented on each field.
+type Config struct {
+	// Models returns the model client of a run's model settings (see "The
+	// model" on Live); required. Live calls it once per audited answer and
+	// calls the client's Close method, if it has one, when the audit is
+	// done, so it should return a client of its own. Its clients should
+	// record their calls on Live's bus (llmbus).
+	Models component.Models
+	// Strategy is strategy.yaml; it is resolved per answer for the run's
+	// profile. Default (the zero value): the spec's formula.
 	Strategy Strategy
 	// Settings, optional, holds the profiles (settings.yaml): a run naming
-	// a profile is verified by that profile's verify llm.
+	// a profile is verified by that profile's verify llm. Default nil: no
+	// profiles, the spec's temperature and max_tokens.
 	Settings *Settings
-	Logger   *slog.Logger
+	// Logger defaults to slog.Default(), tagged with the component's name
+	// (component.Logger).
+	Logger *slog.Logger
 	// Concurrency is the number of runs handled at once (the answers of one
 	// run are handled in stream order); default DefaultLiveConcurrency.
 	Concurrency int
-
-	// Durable names the consumer; default DefaultLiveDurable.
+	// Durable names the consumer; default DefaultLiveDurable
+	// (component.Durable(catalog.ComponentVerifyFast, "")).
 	Durable string
 	// MaxDeliver is how many deliveries an answer gets when model calls
 	// fail; default bus.DefaultMaxDeliver.
 	MaxDeliver int
 	// Backoff is the redelivery delay after the n-th failed delivery;
-	// default bus.DefaultBackoff.
+	// default (nil) bus.DefaultBackoff.
 	Backoff []time.Duration
-	// MaxRepairs is passed to the Auditor (0: one re-ask).
+	// MaxRepairs is passed to the Auditor: how many times a phase asks
+	// again after an unusable reply; default 0: once (a negative value
+	// never asks again).
 	MaxRepairs int
 	// Source stamps the events; default catalog.ComponentVerifyFast.
 	Source string
-
-	durable    string
-	maxDeliver int
-	events     *bus.Factory
-	log        *slog.Logger
 }
+
+// SetDefaults fills in the defaults documented on each field and checks
+// the configuration: Models is required.
+func (c *Config) SetDefaults() error {
+	if c.Models == nil {
+		return errors.New("verifyfast: Config.Models is nil")
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultLiveConcurrency
+	}
+	if c.Durable == "" {
+		c.Durable = component.Durable(catalog.ComponentVerifyFast, "")
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = bus.DefaultMaxDeliver
+	}
+	if c.Backoff == nil {
+		c.Backoff = bus.DefaultBackoff
+	}
+	if c.Source == "" {
+		c.Source = catalog.ComponentVerifyFast
+	}
+	c.Logger = component.Logger(c.Logger, catalog.ComponentVerifyFast)
+	return nil
+}
+
+// New returns the VerifyFast component that consumes and publishes on b.
+func New(b *bus.Bus, cfg Config) (*Live, error) {
+	if b == nil {
+		return nil, errors.New("verifyfast: New needs a bus")
+	}
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, err
+	}
+	opts := b.Options()
+	return &Live{
+		b:      b,
+		cfg:    cfg,
+		events: &bus.Factory{Source: cfg.Source, Clock: opts.Clock, IDs: opts.IDs},
+		log:    cfg.Logger,
+	}, nil
+}
+
+// Name is catalog.ComponentVerifyFast.
+func (l *Live) Name() string { return catalog.ComponentVerifyFast }
+
+// Consumes lists the types the catalogue says VerifyFast consumes.
+func (l *Live) Consumes() []string { return catalog.ConsumedBy(catalog.ComponentVerifyFast) }
+
+// Produces lists the types the catalogue says VerifyFast produces.
+func (l *Live) Produces() []string { return catalog.ProducedBy(catalog.ComponentVerifyFast) }
 
 // Run consumes answer events until ctx ends, then drains and returns nil;
-// an error means the configuration is wrong or the consumer could not
-// start.
+// an error means the consumer could not start.
 func (l *Live) Run(ctx context.Context) error {
-	if err := l.init(); err != nil {
-		return err
-	}
-	conc := l.Concurrency
-	if conc <= 0 {
-		conc = DefaultLiveConcurrency
-	}
-	return l.Bus.Consume(ctx, bus.ConsumerConfig{
-		Durable:     l.durable,
+	return component.Consume(ctx, l.b, bus.ConsumerConfig{
+		Durable:     l.cfg.Durable,
 		Types:       []string{catalog.TypeAuditRequested, catalog.TypeRunFinished},
-		Concurrency: conc,
-		MaxDeliver:  l.maxDeliver,
-		Backoff:     l.Backoff,
+		Concurrency: l.cfg.Concurrency,
+		MaxDeliver:  l.cfg.MaxDeliver,
+		Backoff:     l.cfg.Backoff,
 	}, l.handle)
-}
-
-func (l *Live) init() error {
-	if l.Bus == nil {
-		return errors.New("verifyfast: Live needs a bus")
-	}
-	if l.Completer == nil {
-		return errors.New("verifyfast: Live needs a Completer")
-	}
-	l.durable = l.Durable
-	if l.durable == "" {
-		l.durable = DefaultLiveDurable
-	}
-	l.maxDeliver = l.MaxDeliver
-	if l.maxDeliver <= 0 {
-		l.maxDeliver = bus.DefaultMaxDeliver
-	}
-	source := l.Source
-	if source == "" {
-		source = catalog.ComponentVerifyFast
-	}
-	l.log = l.Logger
-	if l.log == nil {
-		l.log = slog.Default()
-	}
-	l.log = l.log.With("component", source)
-	opts := l.Bus.Options()
-	l.events = &bus.Factory{Source: source, Clock: opts.Clock, IDs: opts.IDs}
-	return nil
 }
 
 // answer is an answer event to score.
@@ -361,7 +396,7 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 		log.Info("the answer cites no evidence: scoring it against the task alone")
 	}
 	mc, modelFrom := l.modelFor(rv.cfg, log)
-	comp, err := l.Completer(runID, mc)
+	comp, err := l.cfg.Models(runID, mc)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("verifyfast: model client for %s at %s: %w", mc.Name, llm.RedactURL(mc.BaseURL), err))
 	}
@@ -373,16 +408,16 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 	}
 
 	temp, maxTokens := DefaultTemperature, DefaultMaxTokens
-	if l.Settings != nil {
-		temp, maxTokens = l.Settings.Defaults.Temperature, l.Settings.Defaults.MaxTokens
+	if l.cfg.Settings != nil {
+		temp, maxTokens = l.cfg.Settings.Defaults.Temperature, l.cfg.Settings.Defaults.MaxTokens
 	}
 	calls := &callIDs{last: map[Phase]string{}}
 	aud := &Auditor{
 		Run: comp, Verify: comp,
 		RunModel: mc.Name, VerifyModel: mc.Name,
-		Strategy:    l.Strategy.ForProfile(profile),
+		Strategy:    l.cfg.Strategy.ForProfile(profile),
 		Profile:     profile,
-		MaxRepairs:  l.MaxRepairs,
+		MaxRepairs:  l.cfg.MaxRepairs,
 		Temperature: &temp,
 		MaxTokens:   maxTokens,
 		Annotate: func(req *llm.Request, p Phase, ask int) {
@@ -398,8 +433,8 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("verifyfast: audit interrupted: %w", ctx.Err())
 		}
-		if callFailed(aerr) && m.Delivered < uint64(l.maxDeliver) {
-			log.Warn("model call failed; the answer will be redelivered", "delivery", m.Delivered, "max_deliver", l.maxDeliver, "err", aerr)
+		if callFailed(aerr) && m.Delivered < uint64(l.cfg.MaxDeliver) {
+			log.Warn("model call failed; the answer will be redelivered", "delivery", m.Delivered, "max_deliver", l.cfg.MaxDeliver, "err", aerr)
 			return aerr
 		}
 	}
@@ -570,7 +605,7 @@ func findingsOf(phases map[Phase]catalog.VerifyFastPhase) []Finding {
 // events are stored already, from the errors they list.
 func (l *Live) scoreFromPhases(ctx context.Context, ans *answer, phases map[Phase]catalog.VerifyFastPhase, log *slog.Logger) error {
 	profile := phases[PhaseDecompose].Profile
-	score, high, low := Score(findingsOf(phases), l.Strategy.ForProfile(profile))
+	score, high, low := Score(findingsOf(phases), l.cfg.Strategy.ForProfile(profile))
 	sc := catalog.VerifyFastScored{
 		AnswerEventID: ans.ev.ID,
 		Profile:       profile,
@@ -592,7 +627,7 @@ func (l *Live) publish(ctx context.Context, cause bus.Event, p bus.Payload, purp
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("verifyfast: build %s: %w", p.EventType(), err))
 	}
-	if _, err := l.Bus.Publish(ctx, ev); err != nil {
+	if _, err := l.b.Publish(ctx, ev); err != nil {
 		return fmt.Errorf("verifyfast: %w", err)
 	}
 	return nil
@@ -605,9 +640,9 @@ func (l *Live) modelFor(cfg *catalog.RunConfig, log *slog.Logger) (catalog.Model
 		return *m, "verifyfast.model"
 	}
 	if name := cfg.VerifyFast.Profile; name != "" {
-		if l.Settings != nil {
-			if p, ok := l.Settings.Profiles[name]; ok {
-				if v, ok := l.Settings.LLMs[p.Verify]; ok {
+		if l.cfg.Settings != nil {
+			if p, ok := l.cfg.Settings.Profiles[name]; ok {
+				if v, ok := l.cfg.Settings.LLMs[p.Verify]; ok {
 					return catalog.ModelConfig{BaseURL: v.BaseURL, Name: v.Model, APIKeyEnv: v.APIKeyEnv, TimeoutMS: cfg.Model.TimeoutMS}, "profile " + name
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/internal/scriptedmodel"
@@ -57,7 +59,7 @@ func liveModel(req scriptedmodel.Request) (scriptedmodel.Reply, bool) {
 }
 
 // liveEnv is a real bus, the scripted model server and a Live whose
-// Completer makes real llm clients publishing model I/O events.
+// Models makes real llm clients publishing model I/O events.
 type liveEnv struct {
 	t    *testing.T
 	b    *bus.Bus
@@ -113,18 +115,24 @@ func (e *liveEnv) completerCalls() []catalog.ModelConfig {
 	return append([]catalog.ModelConfig(nil), e.clients...)
 }
 
-func (e *liveEnv) live() *Live {
-	return &Live{
-		Bus:       e.b,
-		Completer: e.completer,
-		Logger:    slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Backoff:   []time.Duration{50 * time.Millisecond},
+// live is the Live configuration of the tests: the env's models, its
+// logs, a short backoff.
+func (e *liveEnv) live() Config {
+	return Config{
+		Models:  e.completer,
+		Logger:  slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Backoff: []time.Duration{50 * time.Millisecond},
 	}
 }
 
-// start runs l until the test ends or stop is called.
-func (e *liveEnv) start(l *Live) {
+// start runs a Live configured by cfg until the test ends or stop is
+// called.
+func (e *liveEnv) start(cfg Config) {
 	e.t.Helper()
+	l, err := New(e.b, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	e.stop = bustest.Start(e.t, "Live.Run", l.Run)
 }
 
@@ -393,7 +401,7 @@ func TestLiveScoresAnAuditedAnswerAgainstItsEvidence(t *testing.T) {
 		t.Errorf("replay made %d model calls", n-3)
 	}
 	if n := len(e.completerCalls()); n != 1 {
-		t.Errorf("Completer called %d times, want 1", n)
+		t.Errorf("Models called %d times, want 1", n)
 	}
 	// Skipped because scored, not re-scored from the phases and deduplicated.
 	if !strings.Contains(e.logs.String(), "already scored") || strings.Contains(e.logs.String(), "scored from its stored phase events") {
@@ -454,7 +462,7 @@ func TestLiveSkipsWhatIsNotToBeScored(t *testing.T) {
 		t.Errorf("model calls = %d", n)
 	}
 	if n := len(e.completerCalls()); n != 0 {
-		t.Errorf("Completer called %d times", n)
+		t.Errorf("Models called %d times", n)
 	}
 }
 
@@ -518,9 +526,9 @@ func (e *liveEnv) deadLetters(runID string, n int) []bus.DeadLetter {
 
 func TestLiveModelUnreachable(t *testing.T) {
 	e := newLiveEnv(t)
-	l := e.live()
-	l.MaxDeliver = 2
-	e.start(l)
+	lc := e.live()
+	lc.MaxDeliver = 2
+	e.start(lc)
 
 	down := e.config(true)
 	down.VerifyFast.Model = &catalog.ModelConfig{BaseURL: "http://" + bustest.FreeAddr(t) + "/v1", Name: verifyModel}
@@ -537,7 +545,7 @@ func TestLiveModelUnreachable(t *testing.T) {
 		t.Errorf("call id %q", got)
 	}
 	if n := len(e.completerCalls()); n != 2 {
-		t.Errorf("Completer called %d times, want 2 (two deliveries)", n)
+		t.Errorf("Models called %d times, want 2 (two deliveries)", n)
 	}
 	if !strings.Contains(e.logs.String(), "VerifyFast audit failed; no score published") {
 		t.Errorf("failure not logged:\n%s", e.logs.String())
@@ -670,9 +678,9 @@ func TestLiveScoresFromStoredPhasesWithoutModel(t *testing.T) {
 
 func TestLiveUsesTheProfileModel(t *testing.T) {
 	e := newLiveEnv(t)
-	l := e.live()
-	l.Settings = testSettings(t, e.srv.URL())
-	e.start(l)
+	lc := e.live()
+	lc.Settings = testSettings(t, e.srv.URL())
+	e.start(lc)
 	cfg := e.config(true)
 	cfg.VerifyFast = catalog.VerifyFastConfig{Enabled: true, Profile: "cross-verify"}
 	ans, _ := e.publishAuditedRun("run-a", cfg, liveAnswer)
@@ -692,13 +700,39 @@ func TestLiveUsesTheProfileModel(t *testing.T) {
 	}
 }
 
-func TestLiveNeedsBusAndCompleter(t *testing.T) {
-	if err := (&Live{}).Run(context.Background()); err == nil {
-		t.Error("Live without a bus ran")
+func TestNewNeedsBusAndModels(t *testing.T) {
+	models := func(string, catalog.ModelConfig) (llm.Completer, error) { return nil, nil }
+	if _, err := New(nil, Config{Models: models}); err == nil {
+		t.Error("New without a bus succeeded")
 	}
 	_, b := bustest.New(t)
-	if err := (&Live{Bus: b}).Run(context.Background()); err == nil {
-		t.Error("Live without a Completer ran")
+	if _, err := New(b, Config{}); err == nil {
+		t.Error("New without Models succeeded")
+	}
+
+	c := Config{Models: models}
+	if err := c.SetDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Concurrency != DefaultLiveConcurrency || c.Durable != DefaultLiveDurable || c.MaxDeliver != bus.DefaultMaxDeliver ||
+		len(c.Backoff) != len(bus.DefaultBackoff) || c.MaxRepairs != 0 || c.Source != catalog.ComponentVerifyFast || c.Logger == nil {
+		t.Errorf("defaults: %+v", c)
+	}
+	if DefaultLiveDurable != component.Durable(catalog.ComponentVerifyFast, "") {
+		t.Errorf("DefaultLiveDurable %q is not the convention's name", DefaultLiveDurable)
+	}
+	cfg := Config{Models: models, MaxRepairs: -1}
+	l, err := New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logger != nil || cfg.Durable != "" || cfg.Backoff != nil || cfg.MaxDeliver != 0 {
+		t.Errorf("New changed the caller's Config: %+v", cfg)
+	}
+	if l.Name() != catalog.ComponentVerifyFast || !slices.Contains(l.Consumes(), catalog.TypeAuditRequested) ||
+		!slices.Contains(l.Consumes(), catalog.TypeRunFinished) || !slices.Contains(l.Produces(), catalog.TypeVerifyFastScored) ||
+		!slices.Equal(l.Produces(), catalog.ProducedBy(catalog.ComponentVerifyFast)) {
+		t.Errorf("name %q consumes %v produces %v", l.Name(), l.Consumes(), l.Produces())
 	}
 }
 
@@ -785,11 +819,11 @@ func TestLiveUsesTheAuditRequestsEvidenceIDs(t *testing.T) {
 
 func TestLiveDeadLettersWhenNoModelClientCanBeMade(t *testing.T) {
 	e := newLiveEnv(t)
-	l := e.live()
-	l.Completer = func(string, catalog.ModelConfig) (llm.Completer, error) {
+	lc := e.live()
+	lc.Models = func(string, catalog.ModelConfig) (llm.Completer, error) {
 		return nil, errors.New(`environment variable "NO_SUCH_KEY" is not set`)
 	}
-	e.start(l)
+	e.start(lc)
 	ans, _ := e.publishAuditedRun("run-a", e.config(true), liveAnswer)
 	dl := e.deadLetters("run-a", 1)
 	if dl[0].EventID != ans.ID || !strings.Contains(dl[0].Reason, "model client for verify-model") || !strings.Contains(dl[0].Reason, "NO_SUCH_KEY") {

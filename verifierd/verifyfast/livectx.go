@@ -68,7 +68,7 @@ func (l *Live) readRun(ctx context.Context, runID string, before uint64) (*runVi
 		phases:   map[string]catalog.VerifyFastPhase{},
 	}
 	var submitted *catalog.RunConfig
-	for rec, err := range l.Bus.Read(ctx, bus.ReadOptions{RunID: runID, Types: liveReadTypes}) {
+	for rec, err := range l.b.Read(ctx, bus.ReadOptions{RunID: runID, Types: liveReadTypes}) {
 		if err != nil {
 			return nil, fmt.Errorf("verifyfast: read run %s: %w", runID, err)
 		}
@@ -129,7 +129,7 @@ func (l *Live) answerText(ctx context.Context, a *answer) (string, error) {
 	if a.inline != "" || a.blob == nil {
 		return cut(a.inline, MaxAnswerBytes), nil
 	}
-	data, err := l.Bus.GetBlob(ctx, a.blob.Digest)
+	data, err := l.b.GetBlob(ctx, a.blob.Digest)
 	if err != nil {
 		if errors.Is(err, bus.ErrBlobNotFound) {
 			return "", bus.Permanent(fmt.Errorf("verifyfast: answer blob of %s: %w", a.ev.ID, err))
@@ -228,7 +228,7 @@ func (l *Live) buildContext(ctx context.Context, rv *runView, ids []string) (str
 			case ev.OutputBlob.Size > MaxEvidenceBlobBytes:
 				it.Note = fmt.Sprintf("the output (%d bytes) is too big to include", ev.OutputBlob.Size)
 			default:
-				data, err := l.Bus.GetBlob(ctx, ev.OutputBlob.Digest)
+				data, err := l.b.GetBlob(ctx, ev.OutputBlob.Digest)
 				switch {
 				case errors.Is(err, bus.ErrBlobNotFound):
 					it.Note = "the output blob is not in the object store"
