@@ -12,12 +12,13 @@ import (
 	"github.com/vera-run/vera/agents/protocol"
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 )
 
 // Defaults of Agent.
 const (
-	DefaultDurable       = "agent"
+	DefaultDurable       = "agent" // component.Durable(catalog.ComponentAgent, "")
 	DefaultToolTimeoutMS = 900_000
 	// DefaultAuditRounds and DefaultAuditStopScore fill the effective
 	// auditor settings of a run that enables the auditor without them
@@ -41,28 +42,27 @@ var consumedTypes = []string{
 // vera.run.cancelled.
 var errRunCancelled = errors.New("run cancelled")
 
-// Agent is the VERA research agent as a bus consumer. It keeps no state
-// between deliveries: every delivery rebuilds its run from the stream and
-// takes the next decision (see the package documentation).
-type Agent struct {
-	// Bus is the connection the agent reads and publishes on. Its event
-	// factory stamps the source (catalog.ComponentAgent, "agent": the name of its identity on the bus).
-	Bus *bus.Bus
+// Config is the agent's configuration. The zero value works but for
+// Models, which is required. SetDefaults fills the rest.
+type Config struct {
 	// Models returns the model client of a run's model settings. The
 	// client should record its calls on the bus (llmbus.BusRecorder):
 	// a recorded response is what lets a restarted agent reuse a reply
-	// instead of calling the model again.
-	Models func(catalog.ModelConfig) (llm.Completer, error)
+	// instead of calling the model again. Clients are kept per settings
+	// and shared by the runs that use them.
+	Models component.Models
 	// Policy is the base policy; the run's PolicyConfig overrides it.
+	// Zero limits mean ledger's defaults.
 	Policy ledger.Policy
-	// Logger defaults to slog.Default().
+	// Logger defaults to slog.Default() (component.Logger).
 	Logger *slog.Logger
-	// ID names this instance in vera.run.started (agent_id).
+	// ID names this instance in vera.run.started (agent_id); default
+	// "agent".
 	ID string
 	// Version is stamped into vera.run.started.
 	Version string
-
-	// Durable is the durable consumer name; default "agent". Instances
+	// Durable is the durable consumer name; default
+	// component.Durable(catalog.ComponentAgent, "") ("agent"). Instances
 	// sharing it share the work; instances with different names each see
 	// every event and are kept apart by the fence alone.
 	Durable string
@@ -77,6 +77,39 @@ type Agent struct {
 	DrainTimeout time.Duration
 	// Context bounds the action tail of the prompts.
 	Context protocol.Options
+}
+
+// SetDefaults fills in the defaults documented on each field and checks
+// the configuration.
+func (c *Config) SetDefaults() error {
+	if c.Models == nil {
+		return errors.New("agents: Config.Models is nil")
+	}
+	if c.ID == "" {
+		c.ID = "agent"
+	}
+	if c.Durable == "" {
+		c.Durable = DefaultDurable
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	c.Logger = component.Logger(c.Logger, catalog.ComponentAgent)
+	return nil
+}
+
+// Agent is the VERA research agent as a bus consumer. It keeps no state
+// between deliveries: every delivery rebuilds its run from the stream and
+// takes the next decision (see the package documentation).
+type Agent struct {
+	// Bus is the connection the agent reads and publishes on. Its event
+	// factory stamps the source (catalog.ComponentAgent, "agent": the
+	// name of its identity on the bus).
+	Bus *bus.Bus
+	cfg Config
 
 	// afterModel, when set (tests), is called after a model call returned
 	// and before its step is published; an error aborts the delivery as
@@ -88,12 +121,29 @@ type Agent struct {
 	runs    map[string]*runEntry // guarded by mu
 }
 
-func (a *Agent) log() *slog.Logger {
-	if a.Logger != nil {
-		return a.Logger
+var _ component.Component = (*Agent)(nil)
+
+// New returns the agent that consumes and publishes on b.
+func New(b *bus.Bus, cfg Config) (*Agent, error) {
+	if b == nil {
+		return nil, errors.New("agents: New needs a bus")
 	}
-	return slog.Default()
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, err
+	}
+	return &Agent{Bus: b, cfg: cfg}, nil
 }
+
+// Name is catalog.ComponentAgent.
+func (a *Agent) Name() string { return catalog.ComponentAgent }
+
+// Consumes lists the types the catalogue says the agent consumes.
+func (a *Agent) Consumes() []string { return catalog.ConsumedBy(catalog.ComponentAgent) }
+
+// Produces lists the types the catalogue says the agent produces.
+func (a *Agent) Produces() []string { return catalog.ProducedBy(catalog.ComponentAgent) }
+
+func (a *Agent) log() *slog.Logger { return a.cfg.Logger }
 
 // Run consumes vera.task.submitted, vera.tool.finished, vera.logic.verdict
 // and vera.audit.feedback with the durable consumer until ctx ends, and
@@ -101,34 +151,13 @@ func (a *Agent) log() *slog.Logger {
 // vera.run.cancelled: a cancellation interrupts the run's model call in
 // flight.
 func (a *Agent) Run(ctx context.Context) error {
-	if a.Bus == nil {
-		return errors.New("agents: Agent.Bus is nil")
-	}
-	if a.Models == nil {
-		return errors.New("agents: Agent.Models is nil")
-	}
-	if a.ID == "" {
-		a.ID = "agent"
-	}
-	durable := a.Durable
-	if durable == "" {
-		durable = DefaultDurable
-	}
-	conc := a.Concurrency
-	if conc <= 0 {
-		conc = 4
-	}
-	drain := a.DrainTimeout
-	if drain <= 0 {
-		drain = 10 * time.Second
-	}
 	cfg := bus.ConsumerConfig{
-		Durable:      durable,
+		Durable:      a.cfg.Durable,
 		Types:        consumedTypes,
-		Concurrency:  conc,
-		AckWait:      a.AckWait,
-		Backoff:      a.Backoff,
-		DrainTimeout: drain,
+		Concurrency:  a.cfg.Concurrency,
+		AckWait:      a.cfg.AckWait,
+		Backoff:      a.cfg.Backoff,
+		DrainTimeout: a.cfg.DrainTimeout,
 	}
 	// vera.run.cancelled is followed apart from the consumer, whose
 	// deliveries of one run wait for each other: it must reach the
@@ -140,9 +169,34 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.followCancels(fctx)
 	}()
 	defer func() { stopFollow(); <-followed }()
-	return a.Bus.Consume(ctx, cfg, func(hctx context.Context, m *bus.Message) error {
+	return a.Bus.Consume(ctx, cfg, component.CheckedWith(func(hctx context.Context, m *bus.Message) error {
 		return a.Advance(hctx, m.Event.RunID)
-	})
+	}, a.rejected))
+}
+
+// rejected finishes, FAILED, a run whose vera.task.submitted the
+// catalogue's schema rejects (component.CheckedWith dead-letters the event
+// itself): whoever follows the run learns why it never started. A run
+// that has started or finished already is left alone: a second, bad
+// submission must not end a good run.
+func (a *Agent) rejected(ctx context.Context, m *bus.Message, reason error) error {
+	if m.Event.Type != catalog.TypeTaskSubmitted {
+		return nil
+	}
+	for rec, err := range a.Bus.Read(ctx, bus.ReadOptions{RunID: m.Event.RunID, Types: []string{catalog.TypeRunStarted, catalog.TypeRunFinished}}) {
+		if err != nil {
+			return err
+		}
+		_ = rec
+		return nil
+	}
+	p := catalog.RunFinished{Outcome: catalog.OutcomeFailed, Reason: "task refused: " + reason.Error()}
+	ev, err := a.Bus.Events.New(m.Event.RunID, p, bus.ReactionTo(m.Event, "agent/rejected"))
+	if err != nil {
+		return err
+	}
+	_, err = a.Bus.Publish(ctx, ev)
+	return err
 }
 
 // Advance takes every decision run runID is ready for, then returns: when

@@ -66,15 +66,14 @@ func newHarnessOn(t testing.TB, srv *embedded.Server, opts ...scriptedmodel.Opti
 
 // newAgent returns an agent on its own connection (as a separate process
 // would have), its model calls recorded on the bus.
-func (h *harness) newAgent(id string) *Agent {
+func (h *harness) newAgent(id string, opts ...func(*Config)) *Agent {
 	// Streams exist (h.bus made them): a stream update racing a consumer
 	// creation trips the race detector inside nats-server.
 	b := bustest.Connect(h.t, h.url, bus.Options{Source: "agents", ReadOnly: true})
 	log := bustest.Logger(h.t)
-	return &Agent{
-		Bus: b,
-		ID:  id,
-		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
+	cfg := Config{
+		ID: id,
+		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			cfg := llmbus.Config(mc)
 			cfg.Recorder = llmbus.New(b, llmbus.Options{Logger: log})
 			cfg.Logger = log
@@ -92,11 +91,19 @@ func (h *harness) newAgent(id string) *Agent {
 		Backoff:      []time.Duration{50 * time.Millisecond},
 		DrainTimeout: 5 * time.Second,
 	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	a, err := New(b, cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
 }
 
 // start runs a until the returned stop is called (or the test ends).
 func (h *harness) start(a *Agent) (stop func()) {
-	return bustest.Start(h.t, "agent "+a.ID, a.Run)
+	return bustest.Start(h.t, "agent "+a.cfg.ID, a.Run)
 }
 
 // tools answers every agent tool request with answer(request).
@@ -536,7 +543,8 @@ func testTwoWorkers(t *testing.T, shared bool) {
 	if !shared {
 		// Different durables: each worker sees every event and acts on
 		// it; only the fence keeps them apart.
-		a.Durable, b.Durable = "agent-a", "agent-b"
+		a = h.newAgent("a1", func(c *Config) { c.Durable = "agent-a" })
+		b = h.newAgent("a2", func(c *Config) { c.Durable = "agent-b" })
 	}
 	h.start(a)
 	h.start(b)

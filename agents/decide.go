@@ -62,7 +62,7 @@ func (a *Agent) start(ctx context.Context, v *runView) error {
 	if cfg.Sandbox.ToolTimeoutMS == 0 {
 		cfg.Sandbox.ToolTimeoutMS = DefaultToolTimeoutMS
 	}
-	st := ledger.NewState(a.Policy)
+	st := ledger.NewState(a.cfg.Policy)
 	st.Apply(v.submitted)
 	pol := st.Policy()
 	fill := func(dst *int, val int) {
@@ -84,7 +84,7 @@ func (a *Agent) start(ctx context.Context, v *runView) error {
 		return fmt.Errorf("store the system prompt: %w", err)
 	}
 	sys.Name = "system_prompt.txt"
-	p := catalog.RunStarted{AgentID: a.ID, Version: a.Version, Config: cfg, SystemPrompt: &sys}
+	p := catalog.RunStarted{AgentID: a.cfg.ID, Version: a.cfg.Version, Config: cfg, SystemPrompt: &sys}
 	id := bus.DeriveID(v.runID, v.submittedEv.ID, "agent/run.started")
 	return a.publish(ctx, v, p, id, v.submittedEv.ID, bus.ExpectLastSequence("", 0))
 }
@@ -358,7 +358,7 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 		return false, err
 	}
 	if !ok {
-		client, err := a.model(cfg.Model)
+		client, err := a.model(v.runID, cfg.Model)
 		if err != nil {
 			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model client: "+err.Error(), "", n-1, cause.ID, "agent/run.finished/failed", fenced(a.fence(v)))
 		}
@@ -497,7 +497,7 @@ func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Messag
 		}
 	}
 	c.Feedback = strings.Join(fb, "\n\n")
-	return protocol.Build(c, a.Context)
+	return protocol.Build(c, a.cfg.Context)
 }
 
 // formatFeedback re-parses the recorded reply of a step with a format
@@ -558,13 +558,13 @@ func toLLM(ms []protocol.Message) []llm.Message {
 }
 
 // model returns the cached client of a model configuration.
-func (a *Agent) model(mc catalog.ModelConfig) (llm.Completer, error) {
+func (a *Agent) model(runID string, mc catalog.ModelConfig) (llm.Completer, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c, ok := a.clients[mc]; ok {
 		return c, nil
 	}
-	c, err := a.Models(mc)
+	c, err := a.cfg.Models(runID, mc)
 	if err != nil {
 		return nil, err
 	}

@@ -47,9 +47,9 @@ func childMain() int {
 	}
 	defer b.Close()
 	var clients []*llm.Client
-	a := &Agent{
-		Bus: b, ID: os.Getenv(childEnv), Durable: os.Getenv(childDurable), Logger: log,
-		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
+	a, err := New(b, Config{
+		ID: os.Getenv(childEnv), Durable: os.Getenv(childDurable), Logger: log,
+		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			cfg := llmbus.Config(mc)
 			cfg.Recorder = llmbus.New(b, llmbus.Options{Logger: log})
 			cfg.Logger = log
@@ -63,6 +63,10 @@ func childMain() int {
 		AckWait:      2 * time.Second,
 		Backoff:      []time.Duration{50 * time.Millisecond},
 		DrainTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: new agent:", err)
+		return 1
 	}
 	if n, err := strconv.Atoi(os.Getenv(childHang)); err == nil {
 		a.afterModel = func(runID string, step int) error {

@@ -141,8 +141,7 @@ func TestResearchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	bustest.Start(t, "sandboxd", d.Run)
-	a := h.newAgent("e2e")
-	a.Policy = ledger.Policy{NegativeClaimBudget: 5}
+	a := h.newAgent("e2e", func(c *Config) { c.Policy = ledger.Policy{NegativeClaimBudget: 5} })
 	h.start(a)
 
 	sandbox := catalog.SandboxConfig{Network: true, ToolTimeoutMS: 60_000}

@@ -74,9 +74,9 @@ func TestEndToEndWithSandbox(t *testing.T) {
 	}
 	var clients []*llm.Client
 	ab := bustest.Connect(t, srv.ClientURL(), bus.Options{Source: "agents", ReadOnly: true})
-	a := &agents.Agent{
-		Bus: ab, ID: "e2e", Logger: log,
-		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
+	a, err := agents.New(ab, agents.Config{
+		ID: "e2e", Logger: log,
+		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			cfg := llmbus.Config(mc)
 			cfg.Recorder = llmbus.New(ab, llmbus.Options{Logger: log})
 			cfg.Logger = log
@@ -86,6 +86,9 @@ func TestEndToEndWithSandbox(t *testing.T) {
 			}
 			return c, err
 		},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -89,7 +89,7 @@ func (a *Agent) load(ctx context.Context, runID string) (*runView, error) {
 		model:    map[string]catalog.ModelResponded{},
 		judged:   map[int]catalog.AuditJudged{},
 		fbByRnd:  map[int]feedbackRec{},
-		state:    ledger.NewState(a.Policy),
+		state:    ledger.NewState(a.cfg.Policy),
 	}
 	if _, err := a.readInto(ctx, v, 0); err != nil {
 		return nil, err

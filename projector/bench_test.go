@@ -26,7 +26,7 @@ func BenchmarkProjectionRebuild(b *testing.B) {
 	publish(b, bb, evs)
 	ctx := context.Background()
 	filter, _ := bus.FilterSubject(runID, "")
-	f := &Files{Bus: bb}
+	f := mustFiles(b, bb, FilesConfig{})
 	var raw, rebuild time.Duration
 	var bytesOut int64
 	b.ResetTimer()

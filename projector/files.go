@@ -14,29 +14,75 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 )
 
 // testHookAfterAppend, set by tests only, runs after each file append of
 // an event; an error simulates a crash at that point.
 var testHookAfterAppend func(file string) error
 
-// FilesDurable is the durable consumer name of the live file projector.
+// FilesDurable is the durable consumer name of the live file projector:
+// component.Durable(catalog.ComponentProjector, "files").
 const FilesDurable = "projector-files"
 
-// Files projects every run's files into its work dir.
-type Files struct {
-	Bus    *bus.Bus
+// FilesConfig is the configuration of the file projector; the zero value
+// works.
+type FilesConfig struct {
+	// Logger defaults to slog.Default() (component.Logger).
 	Logger *slog.Logger
 	// Root maps a run to the directory its files go to. Nil, or ok false,
 	// means the work_dir of the run's vera.task.submitted (or
 	// vera.run.started) event.
 	Root func(runID string) (workDir string, ok bool)
-	// Concurrency is the number of runs projected in parallel (default 4).
+	// Concurrency is the number of runs projected in parallel; default 4.
 	Concurrency int
+	// Durable is the durable consumer's name; default FilesDurable.
+	Durable string
+}
+
+// SetDefaults fills in the defaults documented on each field.
+func (c *FilesConfig) SetDefaults() error {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.Durable == "" {
+		c.Durable = FilesDurable
+	}
+	c.Logger = component.Logger(c.Logger, catalog.ComponentProjector)
+	return nil
+}
+
+// Files projects every run's files into its work dir.
+type Files struct {
+	bus *bus.Bus
+	cfg FilesConfig
 
 	mu   sync.Mutex
 	runs map[string]*runFiles
 }
+
+var _ component.Component = (*Files)(nil)
+
+// NewFiles returns the file projector reading from b.
+func NewFiles(b *bus.Bus, cfg FilesConfig) (*Files, error) {
+	if b == nil {
+		return nil, errors.New("projector: NewFiles needs a bus")
+	}
+	if err := cfg.SetDefaults(); err != nil {
+		return nil, err
+	}
+	return &Files{bus: b, cfg: cfg}, nil
+}
+
+// Name is catalog.ComponentProjector.
+func (f *Files) Name() string { return catalog.ComponentProjector }
+
+// Consumes lists what the catalogue says the projector consumes: every
+// type (it is an observer).
+func (f *Files) Consumes() []string { return catalog.ConsumedBy(catalog.ComponentProjector) }
+
+// Produces is empty: the projector writes files, not events.
+func (f *Files) Produces() []string { return catalog.ProducedBy(catalog.ComponentProjector) }
 
 // projState is the content of StateFile.
 type projState struct {
@@ -53,23 +99,16 @@ type runFiles struct {
 }
 
 func (f *Files) log() *slog.Logger {
-	if f.Logger == nil {
-		return slog.New(slog.DiscardHandler)
+	if f.cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler) // a Files made in a test without NewFiles
 	}
-	return f.Logger
+	return f.cfg.Logger
 }
 
-// Run consumes the stream with the durable consumer "projector-files" until
+// Run consumes the stream with the durable consumer (FilesDurable) until
 // ctx ends.
 func (f *Files) Run(ctx context.Context) error {
-	if f.Bus == nil {
-		return errors.New("projector: Files.Bus is nil")
-	}
-	c := f.Concurrency
-	if c <= 0 {
-		c = 4
-	}
-	return f.Bus.Consume(ctx, bus.ConsumerConfig{Durable: FilesDurable, Concurrency: c}, f.Handle)
+	return component.Consume(ctx, f.bus, bus.ConsumerConfig{Durable: f.cfg.Durable, Concurrency: f.cfg.Concurrency}, f.Handle)
 }
 
 // Handle projects one delivered event. Events of one run must be handed to
@@ -123,18 +162,18 @@ func (f *Files) run(ctx context.Context, ev *bus.Event) (*runFiles, error) {
 }
 
 func (f *Files) workDir(ctx context.Context, ev *bus.Event) (string, bool, error) {
-	if f.Root != nil {
-		if d, ok := f.Root(ev.RunID); ok {
+	if f.cfg.Root != nil {
+		if d, ok := f.cfg.Root(ev.RunID); ok {
 			return d, true, nil
 		}
 	}
 	if d := workDirOf(ev); d != "" {
 		return d, true, nil
 	}
-	if f.Bus == nil {
+	if f.bus == nil {
 		return "", false, nil
 	}
-	for rec, err := range f.Bus.Read(ctx, bus.ReadOptions{RunID: ev.RunID, Types: []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted}}) {
+	for rec, err := range f.bus.Read(ctx, bus.ReadOptions{RunID: ev.RunID, Types: []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted}}) {
 		if err != nil {
 			return "", false, err
 		}
@@ -381,8 +420,8 @@ func (f *Files) Rebuild(ctx context.Context, runID, dir string) error {
 }
 
 func (f *Files) rebuild(ctx context.Context, runID, dir string) (*projState, error) {
-	if f.Bus == nil {
-		return nil, errors.New("projector: rebuild needs Files.Bus")
+	if f.bus == nil {
+		return nil, errors.New("projector: rebuild needs a bus (NewFiles)")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -471,7 +510,7 @@ func (f *Files) renderTemps(ctx context.Context, runID, dir string) (*projState,
 	go func() {
 		defer close(batches)
 		batch := make([]bus.Record, 0, 256)
-		for rec, err := range f.Bus.Read(rctx, bus.ReadOptions{RunID: runID}) {
+		for rec, err := range f.bus.Read(rctx, bus.ReadOptions{RunID: runID}) {
 			if err != nil {
 				rerr = err
 				return

@@ -94,7 +94,7 @@ func waitProjected(tb testing.TB, dir string, seq uint64) {
 // startFiles runs a live file projector until the returned stop is called.
 func startFiles(tb testing.TB, b *bus.Bus) (stop func()) {
 	tb.Helper()
-	f := &Files{Bus: b, Logger: bustest.Logger(tb)}
+	f := mustFiles(tb, b, FilesConfig{Logger: bustest.Logger(tb)})
 	return bustest.Start(tb, "Files.Run", f.Run)
 }
 
@@ -186,7 +186,7 @@ func TestLiveEqualsRebuildAndRender(t *testing.T) {
 	checkLines(t, dirA)
 
 	rb := filepath.Join(root, "rebuild-a")
-	if err := (&Files{Bus: b}).Rebuild(context.Background(), "run-a", rb); err != nil {
+	if err := mustFiles(t, b, FilesConfig{}).Rebuild(context.Background(), "run-a", rb); err != nil {
 		t.Fatal(err)
 	}
 	sameFiles(t, "live vs Rebuild", readFiles(t, dirA), readFiles(t, rb))
@@ -315,4 +315,14 @@ func TestTraceLineFromRawEqualsMarshal(t *testing.T) {
 			t.Errorf("%s should not be compact", s)
 		}
 	}
+}
+
+// mustFiles is NewFiles or the end of the test.
+func mustFiles(tb testing.TB, b *bus.Bus, cfg FilesConfig) *Files {
+	tb.Helper()
+	f, err := NewFiles(b, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }

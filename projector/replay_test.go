@@ -32,10 +32,10 @@ func TestExportImportReplayIsByteIdentical(t *testing.T) {
 		t.Fatalf("import: %v %v", err, st.Bad)
 	}
 	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	if err := (&Files{Bus: src}).Rebuild(ctx, "rec", a); err != nil {
+	if err := mustFiles(t, src, FilesConfig{}).Rebuild(ctx, "rec", a); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&Files{Bus: dst}).Rebuild(ctx, "rec", b); err != nil {
+	if err := mustFiles(t, dst, FilesConfig{}).Rebuild(ctx, "rec", b); err != nil {
 		t.Fatal(err)
 	}
 	sameFiles(t, "original vs replayed", readFiles(t, a), readFiles(t, b))

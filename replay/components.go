@@ -139,7 +139,11 @@ func (e *env) startFiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.group.Go("projector", (&projector.Files{Bus: b, Logger: e.log}).Run)
+	f, err := projector.NewFiles(b, projector.FilesConfig{Logger: e.log})
+	if err != nil {
+		return err
+	}
+	e.group.Go("projector", f.Run)
 	return nil
 }
 

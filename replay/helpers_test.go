@@ -219,8 +219,8 @@ func startAgent(tb testing.TB, url string, threshold int) {
 	ab := bustest.Connect(tb, url, bus.Options{Source: catalog.ComponentAgent, ReadOnly: true})
 	var mu sync.Mutex
 	var clients []*llm.Client
-	a := &agents.Agent{Bus: ab, ID: "test-agent", Version: "test", Logger: log,
-		Models: func(mc catalog.ModelConfig) (llm.Completer, error) {
+	a, err := agents.New(ab, agents.Config{ID: "test-agent", Version: "test", Logger: log,
+		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			cfg := llmbus.Config(mc)
 			cfg.Recorder = llmbus.New(ab, llmbus.Options{Logger: log, Threshold: threshold})
 			cfg.Logger = log
@@ -231,7 +231,10 @@ func startAgent(tb testing.TB, url string, threshold int) {
 				mu.Unlock()
 			}
 			return c, err
-		}}
+		}})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	stop := bustest.Start(tb, "agent", a.Run)
 	tb.Cleanup(func() {
 		stop()

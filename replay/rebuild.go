@@ -77,7 +77,10 @@ func Rebuild(ctx context.Context, b *bus.Bus, runID, dir string, opts RebuildOpt
 	if err := PrepareOut(dir, opts.Force); err != nil {
 		return res, err
 	}
-	files := &projector.Files{Bus: b, Logger: opts.Logger}
+	files, err := projector.NewFiles(b, projector.FilesConfig{Logger: opts.Logger})
+	if err != nil {
+		return res, err
+	}
 	if err := files.Rebuild(ctx, runID, dir); err != nil {
 		return res, fmt.Errorf("rebuild files of run %s: %w", runID, err)
 	}

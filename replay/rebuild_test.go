@@ -46,7 +46,11 @@ func TestRebuildMatchesLive(t *testing.T) {
 			root := t.TempDir()
 			work := filepath.Join(root, "work")
 			const runID = "rec-1"
-			bustest.Start(t, "files", (&projector.Files{Bus: b, Logger: log}).Run)
+			files, err := projector.NewFiles(b, projector.FilesConfig{Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bustest.Start(t, "files", files.Run)
 			m := projector.NewMetrics(b, log)
 			bustest.Start(t, "metrics", m.Run)
 

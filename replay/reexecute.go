@@ -221,10 +221,14 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 			}
 		}
 	}
-	a := &agents.Agent{Bus: agentBus, ID: "replay", Version: "replay", Logger: log,
-		Models: func(catalog.ModelConfig) (llm.Completer, error) { return agentModel, nil }}
+	acfg := agents.Config{ID: "replay", Version: "replay", Logger: log,
+		Models: func(string, catalog.ModelConfig) (llm.Completer, error) { return agentModel, nil }}
 	if opts.Policy != nil {
-		a.Policy = *opts.Policy
+		acfg.Policy = *opts.Policy
+	}
+	a, err := agents.New(agentBus, acfg)
+	if err != nil {
+		return res, err
 	}
 	e.group.Go("agent", a.Run)
 

@@ -2,12 +2,14 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -73,7 +75,7 @@ func schemaError(err error) string {
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
 			loc := "/" + strings.Join(e.InstanceLocation, "/")
-			parts = append(parts, fmt.Sprintf("at %s: %s", loc, e.ErrorKind.LocalizedString(englishPrinter)))
+			parts = append(parts, fmt.Sprintf("at %s: %s", loc, kindMessage(e.ErrorKind)))
 			return
 		}
 		for _, c := range e.Causes {
@@ -85,6 +87,32 @@ func schemaError(err error) string {
 		parts = append(parts[:8], fmt.Sprintf("and %d more", len(parts)-8))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// kindMessage says what rule a value broke without repeating a string
+// value: a secret pasted where a name belongs (an API key in api_key_env)
+// must not be copied into logs, dead letters or a run's finish reason.
+func kindMessage(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Pattern:
+		return fmt.Sprintf("does not match pattern %s", k.Want)
+	case *kind.Enum:
+		return fmt.Sprintf("must be one of %s", jsonList(k.Want))
+	case *kind.Const:
+		return fmt.Sprintf("must be %s", jsonList([]any{k.Want}))
+	case *kind.Format:
+		return fmt.Sprintf("is not a valid %s", k.Want)
+	}
+	return k.LocalizedString(englishPrinter)
+}
+
+func jsonList(vs []any) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		b, _ := json.Marshal(v)
+		out[i] = string(b)
+	}
+	return strings.Join(out, ", ")
 }
 
 func compileValidators() {

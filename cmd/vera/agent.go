@@ -35,14 +35,16 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 func runAgent(ctx context.Context, b *bus.Bus, f agentFlags, log *slog.Logger) error {
 	models := newModelClients(llmbus.New(b, llmbus.Options{Logger: log}), log)
 	defer models.close()
-	a := &agents.Agent{
-		Bus:         b,
+	a, err := agents.New(b, agents.Config{
 		ID:          f.id,
 		Version:     version,
 		Logger:      log,
 		Policy:      ledger.DefaultPolicy(),
 		Concurrency: f.concurrency,
 		Models:      models.get,
+	})
+	if err != nil {
+		return err
 	}
 	return a.Run(ctx)
 }

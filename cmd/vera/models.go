@@ -24,8 +24,9 @@ func newModelClients(rec *llmbus.BusRecorder, log *slog.Logger) *modelClients {
 	return &modelClients{rec: rec, log: log, clients: map[catalog.ModelConfig]*llm.Client{}}
 }
 
-// get returns the client of mc, made on first use.
-func (m *modelClients) get(mc catalog.ModelConfig) (llm.Completer, error) {
+// get returns the client of mc, made on first use (a component.Models:
+// the run does not matter, the client records each call with its run).
+func (m *modelClients) get(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.clients[mc]; ok {

@@ -24,7 +24,11 @@ const defaultMetricsListen = "127.0.0.1:9464"
 // runProjectorFiles runs the file projector (each run's notes.md, ledgers,
 // trace.jsonl and logs in its work dir) on b until ctx ends.
 func runProjectorFiles(ctx context.Context, b *bus.Bus, log *slog.Logger) error {
-	return (&projector.Files{Bus: b, Logger: log}).Run(ctx)
+	f, err := projector.NewFiles(b, projector.FilesConfig{Logger: log})
+	if err != nil {
+		return err
+	}
+	return f.Run(ctx)
 }
 
 // runMetrics folds the stream into m and samples the bus health until ctx

@@ -183,7 +183,11 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	}
 	if !f.noProjector {
 		s.add(cctx, "projector (run files)", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) error {
-			return (&projector.Files{Bus: b, Logger: log, Root: hooks.filesRoot}).Run(ctx)
+			f, err := projector.NewFiles(b, projector.FilesConfig{Logger: log, Root: hooks.filesRoot})
+			if err != nil {
+				return err
+			}
+			return f.Run(ctx)
 		})
 	}
 	dashURL := ""

@@ -273,7 +273,10 @@ func TestThousandClients(t *testing.T) {
 	// The components: the Files projector and a reactor in sandboxd's
 	// place, each a durable consumer on its own connection.
 	var requests, reactions atomic.Int64
-	files := &projector.Files{Bus: proj, Logger: bustest.Logger(t)}
+	files, err := projector.NewFiles(proj, projector.FilesConfig{Logger: bustest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	stopFiles := bustest.Start(t, "projector.Files", files.Run)
 	const reactor = "test-sandboxd"
 	stopReactor := bustest.Start(t, "reactor", func(ctx context.Context) error {
