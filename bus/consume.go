@@ -415,12 +415,35 @@ func (s *sharder) wait() { s.wg.Wait() }
 // permissions are per subject, so an identity allowed only
 // vera.run.*.ext.> must not get a vera.tool.finished believed by putting
 // that type in the envelope.
+//
+// An envelope without VERA's runid extension (absent, null or empty: a
+// plain CloudEvent from an outside tool) belongs to the run its subject
+// names: RunID is taken from the subject, and so is Subject when the
+// envelope has none. The rules stay the same: the type must be the
+// subject's, and a subject attribute that is present must name the
+// subject's run. The returned Event has both set, so to its reader it is
+// an ordinary event of that run (its Raw bytes are unchanged).
 func ParseStored(subject string, raw []byte) (Event, error) {
-	ev, err := ParseEvent(raw)
-	if err == nil && !subjectMatches(subject, &ev) {
-		return Event{}, fmt.Errorf("%w: envelope (run %q, type %q) does not match subject %q", ErrInvalidEvent, ev.RunID, ev.Type, subject)
+	var e Event
+	if err := decodeEnvelope(raw, &e); err != nil {
+		return Event{}, fmt.Errorf("%w: not a JSON envelope: %v", ErrInvalidEvent, err)
 	}
-	return ev, err
+	e.checked = e.Data
+	if e.RunID == "" {
+		if run, _, err := ParseSubject(subject); err == nil {
+			e.RunID, e.runFromSubject = run, true
+			if e.Subject == "" {
+				e.Subject = run
+			}
+		}
+	}
+	if err := e.Validate(); err != nil {
+		return e, err
+	}
+	if !subjectMatches(subject, &e) {
+		return Event{}, fmt.Errorf("%w: envelope (run %q, type %q) does not match subject %q", ErrInvalidEvent, e.RunID, e.Type, subject)
+	}
+	return e, nil
 }
 
 // subjectMatches reports whether subject is vera.run.<RunID>.<Type without

@@ -11,6 +11,25 @@
 // outside tools.
 //
 // Subjects: an event of type vera.<area>.<event> about run R is stored on
-// vera.run.R.<area>.<event> in the stream VERA. Its id (a ULID) is sent as
-// Nats-Msg-Id, so the server drops a second copy inside the dedup window.
+// vera.run.R.<area>.<event> in the stream VERA. The envelope names its run
+// in the runid extension; a plain CloudEvent without runid belongs to the
+// run its subject names (ParseStored), and either way its run and type
+// must be the subject's.
+//
+// Ids and deduplication: an event's id (a ULID for VERA's own) is unique
+// in its run, not across runs: CloudEvents ids are only unique per source,
+// and an outside tool may reuse them in every run. So the run and the id
+// together are sent as Nats-Msg-Id, "R/<id>" (MsgID), and the server drops
+// a second copy of the event in the same run inside the dedup window (a
+// retried or fenced publish, a batch sent again, an import), while another
+// run's event with the same id is stored. Ids derived from a cause
+// (DeriveID) include the run too.
+//
+// Export and import: Export writes every message stored for a run, one per
+// line. Valid events are written as stored; a message whose bytes cannot
+// stand alone (malformed, or an event without runid) is written verbatim,
+// base64, inside a line of type vera.bus.raw (RawType) that names its
+// subject and, when it is malformed, why. Import stores such messages back
+// verbatim on their subjects, skipping what the run already holds, so
+// export → import → export gives the same file.
 package bus

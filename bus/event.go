@@ -33,6 +33,10 @@ type Event struct {
 	// marshalled by us), so Validate need not scan it again. Replacing Data
 	// makes it stale, and the check runs.
 	checked json.RawMessage
+	// runFromSubject is set by ParseStored when the stored envelope had no
+	// runid and RunID was taken from its NATS subject: its bytes alone do
+	// not name the run (Export then writes them in a vera.bus.raw line).
+	runFromSubject bool
 }
 
 // Payload is implemented by every catalogue data type: it names the event
@@ -154,7 +158,10 @@ func (e *Event) DecodeData(v any) error {
 // Marshal encodes e as compact single-line JSON (the stored form).
 func (e *Event) Marshal() ([]byte, error) { return e.MarshalJSON() }
 
-// ParseEvent decodes and validates one stored envelope.
+// ParseEvent decodes and validates one envelope on its own, without the
+// subject it was stored on (a line of an export file): it must carry the
+// runid extension, as nothing else names its run. Use ParseStored for a
+// message read from the stream.
 func ParseEvent(raw []byte) (Event, error) {
 	var e Event
 	if err := decodeEnvelope(raw, &e); err != nil {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -18,30 +20,69 @@ import (
 // bytes back into the object store.
 const BlobType = "vera.bus.blob"
 
+// RawType is the type of the lines an export writes for a stored message
+// whose bytes cannot stand on a line of their own: a malformed message (not
+// JSON, not a valid envelope, or an envelope that does not match its
+// subject), and a valid event whose envelope has no runid (its run is named
+// only by its subject, see ParseStored). The line is an ordinary VERA
+// envelope of the run (source vera.export) whose data is a RawData: the
+// message's bytes exactly as stored, the rest of its subject, and, for a
+// malformed message, why it is one. Import stores the bytes back verbatim
+// on vera.run.<runid>.<subject_tail>, so nothing stored is lost on the
+// way, and export → import → export gives the same file.
+//
+// Its time is the message's own time when it has one, else the Unix epoch
+// (1970-01-01T00:00:00Z); its id is derived from the subject and the bytes.
+// Neither depends on where or when the message was stored.
+const RawType = "vera.bus.raw"
+
+// RawData is the data of a RawType line.
+type RawData struct {
+	// SubjectTail is the NATS subject after vera.run.<runid>.: the
+	// message was stored on vera.run.<runid>.<SubjectTail> (for a valid
+	// event, its type without "vera.").
+	SubjectTail string `json:"subject_tail"`
+	// Raw is the message as stored, byte for byte (base64 in JSON).
+	Raw []byte `json:"raw_base64"`
+	// Malformed says why the message is not a valid event of its subject;
+	// empty for a valid event that is carried here only because its
+	// envelope has no runid.
+	Malformed string `json:"malformed,omitempty"`
+}
+
 // ExportOptions select what Export writes.
 type ExportOptions struct {
 	RunID string // the run to export; empty exports every run
-	// Progress, when set, is called after every event written.
+	// Progress, when set, is called after every message written.
 	Progress func(ExportStats)
-	// Warn, when set, is told about messages that are skipped.
+	// Warn, when set, is told about every message exported as malformed
+	// and every message skipped.
 	Warn func(msg string)
 }
 
 // ExportStats counts what an export wrote.
 type ExportStats struct {
-	Events    int // event lines
+	Events    int // valid events written (as they are, or in a vera.bus.raw line when they have no runid)
+	Malformed int // malformed messages written, marked, in vera.bus.raw lines
 	Blobs     int // blob lines
 	BlobBytes int64
-	Skipped   int // stored messages that are not valid envelopes
+	// Skipped counts messages that could not be written: only in an
+	// export of every run, a message whose subject's run token is not a
+	// valid run id (no line could name its run).
+	Skipped int
 }
 
-// Export writes the events of a run as JSON Lines: one compact envelope per
-// line in stream order. Each blob an event references (any JSON object with
-// a "digest": "sha256:…" member) is written once, on a line of type
-// vera.bus.blob placed just before the first event that references it, so
-// the file stands alone. The output depends only on the stored events:
-// exporting the same run twice, or after an import elsewhere, gives the
-// same bytes.
+// Export writes every message stored for a run as JSON Lines, in stream
+// order. A valid event is one compact envelope per line, as stored. A
+// message whose bytes cannot stand alone (a malformed one, or an event
+// without runid) is written verbatim inside a line of type vera.bus.raw
+// (see RawType), marked with the reason when it is malformed, so that
+// nothing stored is left out. Each blob an event references (any JSON
+// object with a "digest": "sha256:…" member) is written once, on a line of
+// type vera.bus.blob placed just before the first event that references
+// it, so the file stands alone. The output depends only on the stored
+// messages: exporting the same run twice, or after an import elsewhere,
+// gives the same bytes.
 func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (ExportStats, error) {
 	var st ExportStats
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -51,45 +92,70 @@ func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (Expo
 		if err != nil {
 			return st, fmt.Errorf("export: %w", err)
 		}
-		if rec.Err != nil {
+		run := subjectRun(rec.Subject)
+		tail, _ := strings.CutPrefix(rec.Subject, SubjectRoot+"."+run+".")
+		if !validRunID(run) || tail == "" || tail == rec.Subject {
 			st.Skipped++
 			if opts.Warn != nil {
-				opts.Warn(fmt.Sprintf("skipping stream sequence %d on %s: %v", rec.Sequence, rec.Subject, rec.Err))
+				opts.Warn(fmt.Sprintf("skipping stream sequence %d on %s: its subject names no valid run", rec.Sequence, rec.Subject))
 			}
 			continue
 		}
-		for _, digest := range blobDigests(rec.Event.Data) {
-			if written[digest] {
-				continue
+		if rec.Err == nil {
+			for _, digest := range blobDigests(rec.Event.Data) {
+				if written[digest] {
+					continue
+				}
+				written[digest] = true
+				data, err := b.GetBlob(ctx, digest)
+				if err != nil {
+					return st, fmt.Errorf("export: event %s references %w", rec.Event.ID, err)
+				}
+				blob := Event{
+					SpecVersion: SpecVersion, ID: DeriveID(rec.Event.RunID, rec.Event.ID, "blob "+digest), Source: "vera.export",
+					Type: BlobType, Subject: rec.Event.RunID, RunID: rec.Event.RunID, Time: rec.Event.Time,
+					DataContentType: "application/octet-stream", CausationID: rec.Event.ID, DataBase64: data,
+				}
+				raw, err := blob.Marshal()
+				if err != nil {
+					return st, err
+				}
+				bw.Write(raw)
+				bw.WriteByte('\n')
+				st.Blobs++
+				st.BlobBytes += int64(len(data))
 			}
-			written[digest] = true
-			data, err := b.GetBlob(ctx, digest)
-			if err != nil {
-				return st, fmt.Errorf("export: event %s references %w", rec.Event.ID, err)
-			}
-			blob := Event{
-				SpecVersion: SpecVersion, ID: DeriveID(rec.Event.RunID, rec.Event.ID, "blob "+digest), Source: "vera.export",
-				Type: BlobType, Subject: rec.Event.RunID, RunID: rec.Event.RunID, Time: rec.Event.Time,
-				DataContentType: "application/octet-stream", CausationID: rec.Event.ID, DataBase64: data,
-			}
-			raw, err := blob.Marshal()
-			if err != nil {
-				return st, err
-			}
-			bw.Write(raw)
-			bw.WriteByte('\n')
-			st.Blobs++
-			st.BlobBytes += int64(len(data))
 		}
 		line.Reset()
-		if err := json.Compact(&line, rec.Raw); err != nil {
-			return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
+		switch {
+		case rec.Err == nil && !rec.Event.runFromSubject:
+			if err := json.Compact(&line, rec.Raw); err != nil {
+				return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
+			}
+			st.Events++
+		default:
+			malformed := ""
+			if rec.Err != nil {
+				malformed = rec.Err.Error()
+				if opts.Warn != nil {
+					opts.Warn(fmt.Sprintf("stream sequence %d on %s is not a valid event (%v): exported verbatim as a %s line", rec.Sequence, rec.Subject, rec.Err, RawType))
+				}
+			}
+			raw, err := rawLine(run, tail, rec.Raw, rec.Event.Time, malformed)
+			if err != nil {
+				return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
+			}
+			line.Write(raw)
+			if rec.Err != nil {
+				st.Malformed++
+			} else {
+				st.Events++
+			}
 		}
 		line.WriteByte('\n')
 		if _, err := bw.Write(line.Bytes()); err != nil {
 			return st, fmt.Errorf("export: write: %w", err)
 		}
-		st.Events++
 		if opts.Progress != nil {
 			opts.Progress(st)
 		}
@@ -98,6 +164,27 @@ func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (Expo
 		return st, fmt.Errorf("export: write: %w", err)
 	}
 	return st, nil
+}
+
+// rawLine encodes the vera.bus.raw line of a message stored on
+// vera.run.<run>.<tail>; t is the message's own time (zero if it has none).
+func rawLine(run, tail string, raw []byte, t time.Time, malformed string) ([]byte, error) {
+	t = t.UTC()
+	if t.IsZero() || t.Year() < 0 || t.Year() > 9999 {
+		t = time.Unix(0, 0).UTC() // none, or none an envelope can carry
+	}
+	if raw == nil {
+		raw = []byte{} // an empty message: "" whichever way it was read, never null
+	}
+	data, err := json.Marshal(RawData{SubjectTail: tail, Raw: raw, Malformed: malformed})
+	if err != nil {
+		return nil, err
+	}
+	ev := Event{
+		SpecVersion: SpecVersion, ID: KeyedID(t, RawType+" "+rawKey(SubjectRoot+"."+run+"."+tail, raw)), Source: "vera.export",
+		Type: RawType, Subject: run, RunID: run, Time: t, DataContentType: ContentTypeJSON, Data: data, checked: data,
+	}
+	return ev.Marshal()
 }
 
 // blobDigests finds blob references in JSON data, in document order.
@@ -145,11 +232,12 @@ type ImportOptions struct {
 
 // ImportStats counts what an import did.
 type ImportStats struct {
-	Lines    int
-	Imported int // events appended
-	Existing int // events the stream already held (skipped)
-	Blobs    int // blobs stored or already present
-	Bad      []LineError
+	Lines     int
+	Imported  int // events appended
+	Malformed int // malformed messages (vera.bus.raw lines) stored back verbatim
+	Existing  int // events and malformed messages the run already held (skipped)
+	Blobs     int // blobs stored or already present
+	Bad       []LineError
 }
 
 // LineError is a line of an import file that could not be used.
@@ -160,28 +248,43 @@ type LineError struct {
 
 func (e LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
-// Import appends the events of an export file to the stream, in file order,
-// with their recorded bytes. It is idempotent at any distance in time:
-// events whose id the run already holds are skipped (the stream is checked,
-// not just the dedup window), so importing a file twice leaves one copy.
-// Bad lines are reported in the stats and skipped; the rest is imported.
+// Import appends the messages of an export file to the stream, in file
+// order, with their recorded bytes: an event line as it is, on its
+// subject; a vera.bus.raw line's message verbatim on
+// vera.run.<runid>.<subject_tail> (see RawType), malformed or not; a blob
+// line's bytes into the object store. It is idempotent at any distance in
+// time: events whose id the run already holds, and malformed messages the
+// run already holds on the same subject with the same bytes, are skipped
+// (the stream is checked, not just the dedup window), so importing a file
+// twice leaves one copy. Lines that are neither (not JSON, not a valid
+// envelope, a blob or raw line that does not check out) are reported in
+// the stats by line number and skipped; the rest is imported.
 func (b *Bus) Import(ctx context.Context, r io.Reader, opts ImportOptions) (ImportStats, error) {
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 256
 	}
 	var st ImportStats
-	known := map[string]map[string]bool{} // run → ids already stored or queued
-	var batch []*nats.Msg
-	var ids []string
+	known := map[string]map[string]bool{} // run → keys (eventKey, rawMsgKey) of messages already stored or queued
+	var q importQueue
 	flush := func() error {
-		if len(batch) == 0 {
+		if len(q.msgs) == 0 {
 			return nil
 		}
-		if _, err := b.publishAsync(ctx, batch, ids); err != nil {
+		acks, err := b.publishAsync(ctx, q.msgs, q.ids)
+		if err != nil {
 			return fmt.Errorf("import: %w", err)
 		}
-		st.Imported += len(batch)
-		batch, ids = batch[:0], ids[:0]
+		for i, ack := range acks {
+			switch {
+			case ack.Duplicate:
+				st.Existing++
+			case q.malformed[i]:
+				st.Malformed++
+			default:
+				st.Imported++
+			}
+		}
+		q = importQueue{msgs: q.msgs[:0], ids: q.ids[:0], malformed: q.malformed[:0]}
 		return nil
 	}
 	br := bufio.NewReaderSize(r, 1<<20)
@@ -193,7 +296,7 @@ func (b *Bus) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Impo
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			st.Lines++
-			if err := b.importLine(ctx, bytes.TrimSpace(line), known, &batch, &ids, &st); err != nil {
+			if err := b.importLine(ctx, bytes.TrimSpace(line), known, &q, &st); err != nil {
 				var le LineError
 				if !errors.As(err, &le) {
 					return st, err
@@ -201,7 +304,7 @@ func (b *Bus) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Impo
 				le.Line = lineNo
 				st.Bad = append(st.Bad, le)
 			}
-			if len(batch) >= opts.BatchSize {
+			if len(q.msgs) >= opts.BatchSize {
 				if err := flush(); err != nil {
 					return st, err
 				}
@@ -220,7 +323,20 @@ func (b *Bus) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Impo
 	return st, flush()
 }
 
-func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[string]bool, batch *[]*nats.Msg, ids *[]string, st *ImportStats) error {
+// importQueue holds the messages of the next batch, their Nats-Msg-Ids and
+// whether each is a malformed message.
+type importQueue struct {
+	msgs      []*nats.Msg
+	ids       []string
+	malformed []bool
+}
+
+// Import's duplicate check knows a stored valid event by its id (in its
+// run), and any other stored message by its subject and bytes.
+func eventKey(id string) string                   { return "e " + id }
+func rawMsgKey(subject string, raw []byte) string { return "r " + rawKey(subject, raw) }
+
+func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[string]bool, q *importQueue, st *ImportStats) error {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, line); err != nil {
 		return LineError{Err: fmt.Errorf("not JSON: %v", err)}
@@ -229,7 +345,11 @@ func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[
 	if err != nil {
 		return LineError{Err: err}
 	}
-	if ev.Type == BlobType {
+	var subj, msgID string
+	var data []byte
+	malformed := false
+	switch ev.Type {
+	case BlobType:
 		if len(ev.DataBase64) == 0 {
 			return LineError{Err: errors.New("blob line without data_base64")}
 		}
@@ -244,30 +364,79 @@ func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[
 		}
 		st.Blobs++
 		return nil
+	case RawType:
+		var d RawData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return LineError{Err: fmt.Errorf("%s line %s: data: %v", RawType, ev.ID, err)}
+		}
+		if !literalSubjectTail(d.SubjectTail) {
+			return LineError{Err: fmt.Errorf("%s line %s: subject_tail %q is not a subject (tokens separated by '.', no wildcard, no space)", RawType, ev.ID, d.SubjectTail)}
+		}
+		subj, data = SubjectRoot+"."+ev.RunID+"."+d.SubjectTail, d.Raw
+		// What the message is, is decided here, not by the line's own
+		// "malformed": the bytes are parsed as the stream's readers will.
+		if inner, perr := ParseStored(subj, data); perr == nil {
+			ev, msgID = inner, MsgID(ev.RunID, inner.ID)
+		} else {
+			malformed, msgID = true, rawMsgID(ev.RunID, subj, data)
+		}
+	default:
+		subj, err = ev.NATSSubject()
+		if err != nil {
+			return LineError{Err: err}
+		}
+		data, msgID = compact.Bytes(), MsgID(ev.RunID, ev.ID)
 	}
-	seen, ok := known[ev.RunID]
+	if len(data) > int(b.opts.MaxMsgSize) {
+		return LineError{Err: fmt.Errorf("%w: the message on %s is %d bytes, this server's limit is %d", ErrTooLarge, subj, len(data), b.opts.MaxMsgSize)}
+	}
+	run := ev.RunID
+	seen, ok := known[run]
 	if !ok {
 		seen = map[string]bool{}
-		for rec, err := range b.Read(ctx, ReadOptions{RunID: ev.RunID}) {
+		for rec, err := range b.Read(ctx, ReadOptions{RunID: run}) {
 			if err != nil {
-				return fmt.Errorf("import: scan run %s: %w", ev.RunID, err)
+				return fmt.Errorf("import: scan run %s: %w", run, err)
 			}
 			if rec.Err == nil {
-				seen[rec.Event.ID] = true
+				seen[eventKey(rec.Event.ID)] = true
+			} else {
+				seen[rawMsgKey(rec.Subject, rec.Raw)] = true
 			}
 		}
-		known[ev.RunID] = seen
+		known[run] = seen
 	}
-	if seen[ev.ID] {
+	key := eventKey(ev.ID)
+	if malformed {
+		key = rawMsgKey(subj, data)
+	}
+	if seen[key] {
 		st.Existing++
 		return nil
 	}
-	seen[ev.ID] = true
-	subj, err := ev.NATSSubject()
-	if err != nil {
-		return LineError{Err: err}
-	}
-	*batch = append(*batch, &nats.Msg{Subject: subj, Data: compact.Bytes(), Header: nats.Header{}})
-	*ids = append(*ids, ev.ID)
+	seen[key] = true
+	q.msgs = append(q.msgs, &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}})
+	q.ids = append(q.ids, msgID)
+	q.malformed = append(q.malformed, malformed)
 	return nil
+}
+
+// literalSubjectTail reports whether tail is one or more '.'-separated
+// tokens that make a literal NATS subject: none empty, none a wildcard
+// (* or >), no whitespace or control characters.
+func literalSubjectTail(tail string) bool {
+	if tail == "" {
+		return false
+	}
+	for tok := range strings.SplitSeq(tail, ".") {
+		if tok == "" || tok == "*" || tok == ">" {
+			return false
+		}
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; c <= ' ' || c == 0x7f {
+				return false
+			}
+		}
+	}
+	return true
 }

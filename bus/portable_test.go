@@ -63,8 +63,8 @@ func export(t *testing.T, b *bus.Bus, run string) ([]byte, bus.ExportStats) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Skipped != len(warned) {
-		t.Fatalf("skipped %d but warned %d times", st.Skipped, len(warned))
+	if st.Skipped+st.Malformed != len(warned) {
+		t.Fatalf("skipped %d and marked %d malformed but warned %d times", st.Skipped, st.Malformed, len(warned))
 	}
 	return buf.Bytes(), st
 }
@@ -73,12 +73,19 @@ func TestExportImportRoundTrip(t *testing.T) {
 	_, src := bustest.New(t)
 	recordRun(t, src)
 	first, st := export(t, src, "exp")
-	if st.Events != 4 || st.Blobs != 1 || st.Skipped != 1 {
-		t.Fatalf("export stats %+v, want 4 events, 1 blob, 1 skipped", st)
+	if st.Events != 4 || st.Blobs != 1 || st.Malformed != 1 || st.Skipped != 0 {
+		t.Fatalf("export stats %+v, want 4 events, 1 blob, 1 malformed", st)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(first), "\n"), "\n")
-	if len(lines) != 5 {
+	if len(lines) != 6 {
 		t.Fatalf("%d lines", len(lines))
+	}
+	// The garbage message is the last line, marked and verbatim.
+	var garbage bus.Event
+	var rd bus.RawData
+	if err := json.Unmarshal([]byte(lines[5]), &garbage); err != nil || garbage.Type != bus.RawType ||
+		garbage.DecodeData(&rd) != nil || string(rd.Raw) != "garbage" || rd.SubjectTail != "ext.demo" || rd.Malformed == "" {
+		t.Fatalf("line 6 should be the garbage, marked: %v %s", err, lines[5])
 	}
 	var blobLine bus.Event
 	if err := json.Unmarshal([]byte(lines[1]), &blobLine); err != nil || blobLine.Type != bus.BlobType {
@@ -96,7 +103,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ist.Imported != 4 || ist.Blobs != 1 || len(ist.Bad) != 0 {
+	if ist.Imported != 4 || ist.Malformed != 1 || ist.Blobs != 1 || len(ist.Bad) != 0 {
 		t.Fatalf("import stats %+v", ist)
 	}
 	second, _ := export(t, dst, "exp")
@@ -125,8 +132,8 @@ func TestImportTwiceIsIdempotentPastDedupWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Imported != 0 || st.Existing != 4 {
-		t.Fatalf("second import stats %+v, want 0 imported and 4 existing", st)
+	if st.Imported != 0 || st.Malformed != 0 || st.Existing != 5 {
+		t.Fatalf("second import stats %+v, want 0 imported and 5 existing (4 events, 1 malformed)", st)
 	}
 	evs, err := dst.ReadRun(ctxT(t), "exp")
 	if err != nil || len(evs) != 4 {

@@ -2,8 +2,11 @@ package bus
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -11,7 +14,8 @@ import (
 )
 
 // PubAck says where an event was stored. Duplicate is true when the stream
-// already held an event with the same id (a retry or a second import).
+// already held the event: one with the same id in the same run, within the
+// dedup window (a retry or a second import).
 type PubAck struct {
 	Stream    string
 	Sequence  uint64
@@ -60,6 +64,65 @@ func ExpectLastSequence(filter string, seq uint64) PublishOption {
 	}
 }
 
+// MsgID returns the Nats-Msg-Id the bus stores event id of run runID
+// under: "<runID>/<id>". The stream drops a message whose Nats-Msg-Id it
+// stored within the dedup window, so deduplication is per run: the same
+// event sent twice to a run is stored once, while two runs whose events
+// share an id (CloudEvents ids are only unique per source, and an outside
+// tool may reuse its ids in every run) each keep theirs. An id that is not
+// 1-200 printable ASCII characters without spaces is replaced by its
+// SHA-256 in hex, after '#' instead of '/' ("<runID>#<hex>"), so that no
+// id can break the header or collide with a plain one. Run ids contain
+// neither '/' nor '#', so the form is unambiguous.
+//
+// Outside tools that publish with their own client can send this header to
+// get the same deduplication as the bus's own publishes.
+func MsgID(runID, id string) string {
+	if safeMsgID(id) {
+		return runID + "/" + id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return runID + "#" + hex.EncodeToString(sum[:])
+}
+
+func safeMsgID(id string) bool {
+	if len(id) == 0 || len(id) > 200 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// rawMsgID is the Nats-Msg-Id of a stored message that is not a valid
+// event (import stores them back verbatim): run, subject and bytes
+// together, in a form no event's MsgID takes.
+func rawMsgID(runID, subject string, raw []byte) string {
+	return runID + "#raw-" + rawKey(subject, raw)
+}
+
+// rawKey names a message by its subject and bytes.
+func rawKey(subject string, raw []byte) string {
+	h := sha256.New()
+	h.Write([]byte(subject))
+	h.Write([]byte{0})
+	h.Write(raw)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// subjectRun is the run token of a subject under vera.run., or "".
+func subjectRun(subject string) string {
+	rest, ok := strings.CutPrefix(subject, SubjectRoot+".")
+	if !ok {
+		return ""
+	}
+	run, _, _ := strings.Cut(rest, ".")
+	return run
+}
+
 func (b *Bus) message(ev *Event) (*nats.Msg, error) {
 	if err := ev.Validate(); err != nil {
 		return nil, err
@@ -90,9 +153,10 @@ func (o publishOptions) jsOpts(id, subject string) []jetstream.PublishOpt {
 	return opts
 }
 
-// Publish stores ev on its subject and waits for the stream's ack. The event
-// id goes out as Nats-Msg-Id, so retries after a timeout or a leader change
-// cannot append it twice.
+// Publish stores ev on its subject and waits for the stream's ack. The run
+// and event id go out as Nats-Msg-Id (see MsgID), so retries after a
+// timeout or a leader change cannot append it twice to its run, and
+// another run's event with the same id is not mistaken for it.
 func (b *Bus) Publish(ctx context.Context, ev Event, opts ...PublishOption) (PubAck, error) {
 	msg, err := b.message(&ev)
 	if err != nil {
@@ -102,15 +166,21 @@ func (b *Bus) Publish(ctx context.Context, ev Event, opts ...PublishOption) (Pub
 	for _, o := range opts {
 		o(&po)
 	}
-	return b.publishMsg(ctx, msg, ev.ID, po)
+	return b.publishMsg(ctx, msg, MsgID(ev.RunID, ev.ID), po)
 }
 
-// PublishRaw stores already-encoded envelope bytes on subject with msgID as
-// Nats-Msg-Id. Import uses it to keep the recorded bytes exactly.
+// PublishRaw stores bytes as they are on subject (no envelope check), with
+// msgID deduplicated like an event id within the subject's run: the
+// Nats-Msg-Id is MsgID(run, msgID) for a subject vera.run.<run>.…, and
+// msgID itself on any other subject.
 func (b *Bus) PublishRaw(ctx context.Context, subject, msgID string, data []byte) (PubAck, error) {
+	if run := subjectRun(subject); run != "" {
+		msgID = MsgID(run, msgID)
+	}
 	return b.publishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, msgID, publishOptions{})
 }
 
+// publishMsg publishes msg with id as its Nats-Msg-Id.
 func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publishOptions) (PubAck, error) {
 	jsOpts := po.jsOpts(id, msg.Subject)
 	var lastErr error
@@ -139,7 +209,8 @@ func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publi
 		if ce := conflict(err, po); ce != nil {
 			// The server checks the expected sequence before deduplication,
 			// so a retry of a publish that did land looks like a conflict.
-			// If the last event on the fence is ours, it is a duplicate.
+			// If the last event on the fence is ours (the same Nats-Msg-Id:
+			// the same run and event id), it is a duplicate.
 			if ack, ok := b.alreadyStored(ctx, msg.Subject, id, po); ok {
 				return ack, nil
 			}
@@ -154,8 +225,9 @@ func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publi
 }
 
 // PublishBatch publishes events asynchronously and waits for every ack.
-// Events that fail with a retryable error are sent again (same ids, so
-// nothing doubles). The acks come back in the order of evs.
+// Events that fail with a retryable error are sent again (same run and id,
+// so the same Nats-Msg-Id: nothing doubles). The acks come back in the
+// order of evs.
 func (b *Bus) PublishBatch(ctx context.Context, evs []Event) ([]PubAck, error) {
 	msgs := make([]*nats.Msg, len(evs))
 	ids := make([]string, len(evs))
@@ -164,11 +236,12 @@ func (b *Bus) PublishBatch(ctx context.Context, evs []Event) ([]PubAck, error) {
 		if err != nil {
 			return nil, fmt.Errorf("publish batch item %d (%s): %w", i, evs[i].Type, err)
 		}
-		msgs[i], ids[i] = m, evs[i].ID
+		msgs[i], ids[i] = m, MsgID(evs[i].RunID, evs[i].ID)
 	}
 	return b.publishAsync(ctx, msgs, ids)
 }
 
+// publishAsync publishes msgs, ids[i] being the Nats-Msg-Id of msgs[i].
 func (b *Bus) publishAsync(ctx context.Context, msgs []*nats.Msg, ids []string) ([]PubAck, error) {
 	acks := make([]PubAck, len(msgs))
 	pending := make([]int, len(msgs))

@@ -117,16 +117,27 @@ func newExportCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export --run ID [-o FILE]",
 		Short: "Write a run as JSON Lines, blobs included, so the file stands alone",
-		Long: `Write every event of a run as JSON Lines in stream order: one CloudEvents
-envelope per line, exactly as stored. Big payloads the events reference (model
-I/O, tool output in the object store) are included as lines of type
-vera.bus.blob just before the first event that needs them, so the file can be
-imported into any other VERA bus. Exporting the same run twice, or after an
-import elsewhere, gives byte-identical files.
+		Long: `Write every message stored for a run as JSON Lines in stream order. Each
+event is one CloudEvents envelope per line, exactly as stored. Big payloads the
+events reference (model I/O, tool output in the object store) are included as
+lines of type vera.bus.blob just before the first event that needs them, so the
+file can be imported into any other VERA bus. Exporting the same run twice, or
+after an import elsewhere, gives byte-identical files.
 
-The file is written atomically: a failed export leaves no partial file.`,
+Nothing stored is left out. A message that is not a valid event (not JSON, not
+a complete envelope, or an envelope whose run or type is not its subject's) is
+written inside a line of type vera.bus.raw, marked: its data holds
+"subject_tail" (the subject after vera.run.<run>.), "raw_base64" (the bytes
+exactly as stored) and "malformed" (why). An outside tool's CloudEvent without
+VERA's runid attribute is an event of the run its subject names; as its bytes
+alone do not name the run, it is carried the same way, without "malformed".
+'vera events import' stores both back verbatim on their subjects.
+
+The file is written atomically: a failed export leaves no partial file. A run
+with no stored message at all is an error.`,
 		Example: `  vera events export --run r42 -o r42.jsonl
-  vera events export --run r42 | gzip > r42.jsonl.gz`,
+  vera events export --run r42 | gzip > r42.jsonl.gz
+  jq -c 'select(.type == "vera.bus.raw") | .data | {subject_tail, malformed, raw: (.raw_base64 | @base64d)}' r42.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if run == "" {
@@ -148,18 +159,20 @@ The file is written atomically: a failed export leaves no partial file.`,
 			}
 			prog := newProgress(g.stderr)
 			st, err := b.Export(ctx, w, bus.ExportOptions{
-				RunID:    run,
-				Progress: func(s bus.ExportStats) { prog.update("exported %d events, %d blobs", s.Events, s.Blobs) },
-				Warn:     func(m string) { log.Warn(m) },
+				RunID: run,
+				Progress: func(s bus.ExportStats) {
+					prog.update("exported %d events, %d malformed, %d blobs", s.Events, s.Malformed, s.Blobs)
+				},
+				Warn: func(m string) { log.Warn(m) },
 			})
 			prog.done()
 			if err != nil {
 				abort()
 				return err
 			}
-			if st.Events == 0 {
+			if st.Events == 0 && st.Malformed == 0 {
 				abort()
-				return fmt.Errorf("run %s has no events on %s", run, g.natsURL)
+				return fmt.Errorf("run %s has no stored messages on %s", run, g.natsURL)
 			}
 			if err := commit(); err != nil {
 				return err
@@ -169,8 +182,8 @@ The file is written atomically: a failed export leaves no partial file.`,
 				dest = "stdout"
 			}
 			fmt.Fprintf(g.stderr, "exported run %s: %d events, %d blobs (%s) to %s", run, st.Events, st.Blobs, humanBytes(st.BlobBytes), dest)
-			if st.Skipped > 0 {
-				fmt.Fprintf(g.stderr, "; %d malformed messages skipped", st.Skipped)
+			if st.Malformed > 0 {
+				fmt.Fprintf(g.stderr, "; %d malformed messages included verbatim, marked as %s lines", st.Malformed, bus.RawType)
 			}
 			fmt.Fprintln(g.stderr)
 			return nil
@@ -225,14 +238,21 @@ func newImportCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Append an exported run to the stream (idempotent)",
-		Long: `Append the events of an export file (JSON Lines, see 'vera events export') to
+		Long: `Append the messages of an export file (JSON Lines, see 'vera events export') to
 the stream in file order, with their recorded bytes, and put the blobs it
 carries into the object store. Events whose id the run already holds are
 skipped, so importing a file twice, even days later, leaves one copy.
 
-Lines that are not valid envelopes are reported by line number and skipped;
-everything else is imported, and the command then exits with status 1.
-FILE - reads standard input.`,
+A vera.bus.raw line's message (a malformed one, or an outside event without
+runid) is stored back verbatim on vera.run.<run>.<subject_tail>, its run being
+the line's; the summary counts the malformed ones, which the stream's
+consumers will dead-letter as they did on the original bus. A message the run
+already holds on the same subject with the same bytes is skipped.
+
+Lines that cannot be used (not JSON, not a valid envelope, a blob whose bytes
+changed, a vera.bus.raw line whose subject_tail is not a subject) are reported
+by line number and skipped; everything else is imported, and the command then
+exits with status 1. FILE - reads standard input.`,
 		Example: `  vera events import r42.jsonl
   vera events import --nats-url nats://other:4222 r42.jsonl
   gunzip -c r42.jsonl.gz | vera events import -`,
@@ -266,14 +286,18 @@ FILE - reads standard input.`,
 			ctx := cmd.Context()
 			prog := newProgress(g.stderr)
 			st, err := b.Import(ctx, r, bus.ImportOptions{Progress: func(s bus.ImportStats) {
-				prog.update("line %d: %d imported, %d already present", s.Lines, s.Imported, s.Existing)
+				prog.update("line %d: %d imported, %d malformed stored, %d already present", s.Lines, s.Imported, s.Malformed, s.Existing)
 			}})
 			prog.done()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stderr, "imported %d events (%d already present), %d blobs, from %d lines of %s\n",
+			fmt.Fprintf(g.stderr, "imported %d events (%d already present), %d blobs, from %d lines of %s",
 				st.Imported, st.Existing, st.Blobs, st.Lines, args[0])
+			if st.Malformed > 0 {
+				fmt.Fprintf(g.stderr, "; %d malformed messages (%s lines) stored back verbatim on their subjects", st.Malformed, bus.RawType)
+			}
+			fmt.Fprintln(g.stderr)
 			if len(st.Bad) > 0 {
 				for _, le := range st.Bad {
 					fmt.Fprintf(g.stderr, "  skipped %s\n", le)
