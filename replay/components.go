@@ -14,8 +14,10 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/verifierd/deepverify"
@@ -30,45 +32,35 @@ type Sandbox struct {
 	Config sandboxd.Config
 }
 
-// group runs components until Stop.
+// group runs the replay's components under one component.Supervisor
+// until Stop; a component that fails is reported by Err (and stops the
+// others).
 type group struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	errs   []error
-	log    *slog.Logger
+	sup component.Supervisor
 }
 
 func newGroup(ctx context.Context, log *slog.Logger) *group {
-	c, cancel := context.WithCancel(ctx)
-	return &group{ctx: c, cancel: cancel, log: log}
+	g := &group{}
+	g.sup.Logger = log
+	g.sup.Start(ctx)
+	return g
 }
 
-func (g *group) Go(name string, run func(context.Context) error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := run(g.ctx); err != nil && g.ctx.Err() == nil {
-			g.log.Error("replay component stopped", "component", name, "err", err)
-			g.mu.Lock()
-			g.errs = append(g.errs, fmt.Errorf("%s: %w", name, err))
-			g.mu.Unlock()
-		}
-	}()
-}
+// Go runs unit name.
+func (g *group) Go(name string, run func(context.Context) error) { g.sup.Go(name, run) }
 
 // Err returns the errors of components that stopped on their own so far.
-func (g *group) Err() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return errors.Join(g.errs...)
-}
+func (g *group) Err() error { return g.sup.Err() }
 
 // Stop cancels every component and waits for them.
-func (g *group) Stop() {
-	g.cancel()
-	g.wg.Wait()
+func (g *group) Stop() { _ = g.sup.Stop() }
+
+// start runs set's components on the scratch bus, each connected as its
+// identity.
+func (e *env) start(ctx context.Context, set wiring.Set) {
+	set.Connect = e.connect
+	set.Logger = e.log
+	set.Start(ctx, &e.group.sup)
 }
 
 // env is a scratch bus with VERA's components on it.
@@ -135,60 +127,37 @@ func (e *env) models(b *bus.Bus, override *catalog.ModelConfig) func(catalog.Mod
 
 // startFiles runs the live file projector.
 func (e *env) startFiles(ctx context.Context) error {
-	b, err := e.connect(ctx, catalog.ComponentProjector)
-	if err != nil {
-		return err
-	}
-	f, err := projector.NewFiles(b, projector.FilesConfig{Logger: e.log})
-	if err != nil {
-		return err
-	}
-	e.group.Go("projector", f.Run)
+	e.start(ctx, wiring.Set{Projector: &projector.FilesConfig{}})
 	return nil
 }
 
 // startLogic runs the logic verifier (window 0: its default).
 func (e *env) startLogic(ctx context.Context, window int) error {
-	b, err := e.connect(ctx, catalog.ComponentLogic)
-	if err != nil {
-		return err
-	}
-	l, err := logic.New(b, logic.Config{Window: window, Logger: e.log})
-	if err != nil {
-		return err
-	}
-	e.group.Go("logic verifier", l.Run)
+	e.start(ctx, wiring.Set{Logic: &logic.Config{Window: window}})
 	return nil
 }
 
 // startAuditor runs the DeepVerifier auditor with the given models (nil:
 // clients recording on the bus, override replacing the run's model).
 func (e *env) startAuditor(ctx context.Context, models func(catalog.ModelConfig) (llm.Completer, error), override *catalog.ModelConfig) error {
-	b, err := e.connect(ctx, catalog.ComponentDeepVerify)
-	if err != nil {
-		return err
+	set := wiring.Set{DeepVerify: &deepverify.Config{}}
+	set.Models = func(_ string, b *bus.Bus) component.Models {
+		m := models
+		if m == nil {
+			m = e.models(b, override)
+		}
+		return func(_ string, mc catalog.ModelConfig) (llm.Completer, error) { return m(mc) }
 	}
-	if models == nil {
-		models = e.models(b, override)
-	}
-	a, err := deepverify.New(b, deepverify.Config{Logger: e.log,
-		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) { return models(mc) }})
-	if err != nil {
-		return err
-	}
-	e.group.Go("deepverify auditor", a.Run)
+	e.start(ctx, set)
 	return nil
 }
 
 // startSandbox runs sandboxd.
 func (e *env) startSandbox(ctx context.Context, sb *Sandbox) error {
-	b, err := e.connect(ctx, catalog.ComponentSandboxd)
-	if err != nil {
-		return err
-	}
 	cfg := sb.Config
 	if cfg.WorkRoot == "" || cfg.SpoolDir == "" {
 		if e.tmp == "" {
+			var err error
 			if e.tmp, err = os.MkdirTemp("", "vera-replay-sandbox-"); err != nil {
 				return err
 			}
@@ -200,14 +169,7 @@ func (e *env) startSandbox(ctx context.Context, sb *Sandbox) error {
 			cfg.SpoolDir = filepath.Join(e.tmp, "spool")
 		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = e.log
-	}
-	d, err := sandboxd.New(b, sb.Docker, cfg)
-	if err != nil {
-		return err
-	}
-	e.group.Go("sandboxd", d.Run)
+	e.start(ctx, wiring.Set{Sandbox: &wiring.Sandbox{Config: cfg, Docker: sb.Docker}})
 	return nil
 }
 

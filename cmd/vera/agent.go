@@ -1,18 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vera-run/vera/agents"
-	"github.com/vera-run/vera/agents/ledger"
-	"github.com/vera-run/vera/bus"
-	"github.com/vera-run/vera/bus/catalog"
-	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/internal/wiring"
 )
 
 func init() { register(newAgentCmd) }
@@ -28,25 +22,6 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.id, "agent-id", envOr("VERA_AGENT_ID", fmt.Sprintf("agent@%s:%d", host, os.Getpid())),
 		"instance id of this agent worker, recorded in vera.run.started (env VERA_AGENT_ID)")
 	cmd.Flags().IntVar(&f.concurrency, "agent-concurrency", envInt("VERA_AGENT_CONCURRENCY", 4), "runs the agent advances at once (env VERA_AGENT_CONCURRENCY)")
-}
-
-// runAgent runs the agent consumer on b until ctx ends. Each run's model
-// comes from its configuration; every call is recorded on the run.
-func runAgent(ctx context.Context, b *bus.Bus, f agentFlags, log *slog.Logger) error {
-	models := newModelClients(llmbus.New(b, llmbus.Options{Logger: log}), log)
-	defer models.close()
-	a, err := agents.New(b, agents.Config{
-		ID:          f.id,
-		Version:     version,
-		Logger:      log,
-		Policy:      ledger.DefaultPolicy(),
-		Concurrency: f.concurrency,
-		Models:      models.get,
-	})
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
 }
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -79,14 +54,9 @@ from its task; the key itself is read from this process's environment.`,
 			if err != nil {
 				return err
 			}
-			b, err := g.connect(cmd.Context(), catalog.ComponentAgent, false, log)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
 			log.Info("agent consuming", "url", g.natsURL, "agent_id", f.id)
 			fmt.Fprintf(g.stderr, "vera agent %s consuming on %s (Ctrl-C to stop)\n", f.id, g.natsURL)
-			return runAgent(cmd.Context(), b, f, log)
+			return g.runSet(cmd.Context(), wiring.Set{Agent: agentConfig(f)}, log)
 		},
 	}
 	f.register(cmd)

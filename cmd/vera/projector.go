@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
 )
 
@@ -20,16 +20,6 @@ func init() { register(newProjectorCmd) }
 
 // defaultMetricsListen is where /metrics is served when no dashboard does.
 const defaultMetricsListen = "127.0.0.1:9464"
-
-// runProjectorFiles runs the file projector (each run's notes.md, ledgers,
-// trace.jsonl and logs in its work dir) on b until ctx ends.
-func runProjectorFiles(ctx context.Context, b *bus.Bus, log *slog.Logger) error {
-	f, err := projector.NewFiles(b, projector.FilesConfig{Logger: log})
-	if err != nil {
-		return err
-	}
-	return f.Run(ctx)
-}
 
 // runMetrics folds the stream into m and samples the bus health until ctx
 // ends.
@@ -107,7 +97,7 @@ deployment:
 			defer b.Close()
 			s := newStack(g, g.natsURL, log)
 			if !noFiles {
-				s.add(ctx, "projector files", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
+				s.start(ctx, wiring.Set{Projector: projectorConfig(nil)})
 			}
 			if metricsListen != "" {
 				ln, err := listen(metricsListen, "--metrics-listen")

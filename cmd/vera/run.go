@@ -16,6 +16,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/eventfmt"
+	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
 )
 
@@ -268,12 +269,11 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 		if cfg.InputDir != "" {
 			scfg.InputRoots = append(scfg.InputRoots, cfg.InputDir)
 		}
-		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
-			return runSandboxd(ctx, b, scfg, log)
-		})
-		s.add(cctx, "agent", catalog.ComponentAgent, func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, af, log) })
-		s.addFunc(cctx, "verifiers", func(ctx context.Context) error { return runVerifiers(ctx, g, url, vf, log) })
-		s.add(cctx, "projector", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) error { return runProjectorFiles(ctx, b, log) })
+		set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
+		if err := verifierSet(&set, vf, log); err != nil {
+			return err
+		}
+		s.start(cctx, set)
 		defer func() {
 			cancel()
 			if err := s.wait(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	dockerimage "github.com/docker/docker/api/types/image"
 	dockerclient "github.com/docker/docker/client"
+	"github.com/vera-run/vera/internal/wiring"
 )
 
 // sandboxFlags are the daemon's settings, shared by `vera sandboxd` and
@@ -103,34 +103,12 @@ shutdown, writes to /work/notes.md) are refused without running.`,
 			}
 			ctx := cmd.Context()
 			g.credsDataDir = dataDir
-			b, err := bus.Connect(ctx, bus.Options{URL: g.natsURL, CredsFile: g.credsFor("", catalog.ComponentSandboxd), Source: catalog.ComponentSandboxd, Logger: log, Replicas: g.replicas, ConnectWait: 30 * time.Second})
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			return runSandboxd(ctx, b, f.config(dataDir, g), log)
+			return g.runSet(ctx, wiring.Set{Sandbox: sandboxSet(f.config(dataDir, g))}, log)
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where sandboxd keeps work dirs of ad-hoc runs and output spools (env VERA_DATA_DIR)")
 	return cmd
-}
-
-func runSandboxd(ctx context.Context, b *bus.Bus, cfg sandboxd.Config, log *slog.Logger) error {
-	cfg.Logger = log
-	docker, err := sandboxd.NewDockerClient()
-	if err != nil {
-		return err
-	}
-	defer docker.Close()
-	if cfg.Image == "" {
-		cfg.Image = defaultSandboxImage(ctx, docker)
-	}
-	d, err := sandboxd.New(b, docker, cfg)
-	if err != nil {
-		return err
-	}
-	return d.Run(ctx)
 }
 
 func newSandboxCmd(g *globals) *cobra.Command {

@@ -16,6 +16,7 @@ import (
 	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/bus/embedded"
+	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
 	"github.com/vera-run/vera/projector/dashboard"
 )
@@ -170,26 +171,22 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := newStack(g, url, log)
+	set := wiring.Set{}
 	if !f.noSandbox {
-		s.add(cctx, "sandboxd", catalog.ComponentSandboxd, func(ctx context.Context, b *bus.Bus) error {
-			return runSandboxd(ctx, b, f.sf.config(f.dataDir, g), log)
-		})
+		set.Sandbox = sandboxSet(f.sf.config(f.dataDir, g))
 	}
 	if !f.noAgent {
-		s.add(cctx, "agent", catalog.ComponentAgent, func(ctx context.Context, b *bus.Bus) error { return runAgent(ctx, b, f.af, log) })
+		set.Agent = agentConfig(f.af)
 	}
 	if !f.noVerifiers {
-		s.addFunc(cctx, "verifiers (logic, verifyfast, deepverify)", func(ctx context.Context) error { return runVerifiers(ctx, g, url, f.vf, log) })
+		if err := verifierSet(&set, f.vf, log); err != nil {
+			return err
+		}
 	}
 	if !f.noProjector {
-		s.add(cctx, "projector (run files)", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) error {
-			f, err := projector.NewFiles(b, projector.FilesConfig{Logger: log, Root: hooks.filesRoot})
-			if err != nil {
-				return err
-			}
-			return f.Run(ctx)
-		})
+		set.Projector = projectorConfig(hooks.filesRoot)
 	}
+	s.start(cctx, set)
 	dashURL := ""
 	if f.httpListen != "" {
 		ln, err := listen(f.httpListen, "--http-listen")

@@ -1,22 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vera-run/vera/bus"
-	"github.com/vera-run/vera/bus/catalog"
-	"github.com/vera-run/vera/internal/llm"
-	"github.com/vera-run/vera/internal/llm/llmbus"
-	"github.com/vera-run/vera/verifierd/deepverify"
+	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/verifierd/logic"
-	"github.com/vera-run/vera/verifierd/verifyfast"
 )
 
 // verifierFlags configure the live verifiers, shared by `vera verifierd`
@@ -47,98 +37,6 @@ func (f *verifierFlags) validate() error {
 	return nil
 }
 
-// runVerifiers runs the live verifiers until ctx ends. Every one gets its
-// own bus connection, so each drains and closes on its own.
-func runVerifiers(ctx context.Context, g *globals, url string, f verifierFlags, log *slog.Logger) error {
-	var h *logic.Hybrid
-	connect := func(source string) (*bus.Bus, error) {
-		return bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor("", source), Source: source, Logger: log, Replicas: g.replicas, ConnectWait: 30 * time.Second})
-	}
-	logicBus, err := connect(catalog.ComponentLogic)
-	if err != nil {
-		return err
-	}
-	defer logicBus.Close()
-	if f.hybrid {
-		c, err := llm.New(llm.Config{BaseURL: f.judge.baseURL, Model: f.judge.model, APIKeyEnv: f.judge.apiKeyEnv,
-			Recorder: llmbus.New(logicBus, llmbus.Options{Logger: log}), Logger: log})
-		if err != nil {
-			return usageError{err}
-		}
-		defer c.Close()
-		h = &logic.Hybrid{Judge: c, Model: f.judge.model, Logger: log}
-	}
-	vfBus, err := connect(catalog.ComponentVerifyFast)
-	if err != nil {
-		return err
-	}
-	defer vfBus.Close()
-	strategy := verifyfast.DefaultStrategy()
-	if f.strategy != "" {
-		if strategy, err = verifyfast.LoadStrategy(f.strategy); err != nil {
-			return err
-		}
-	}
-	var settings *verifyfast.Settings
-	if f.settings != "" {
-		if settings, err = verifyfast.LoadSettings(f.settings); err != nil {
-			return err
-		}
-	}
-	recorder := llmbus.New(vfBus, llmbus.Options{Logger: log})
-	dvBus, err := connect(catalog.ComponentDeepVerify)
-	if err != nil {
-		return err
-	}
-	defer dvBus.Close()
-	dvRecorder := llmbus.New(dvBus, llmbus.Options{Logger: log})
-
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	run := func(name string, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil {
-				errs <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	lv, err := logic.New(logicBus, logic.Config{Window: f.window, Hybrid: h, Logger: log})
-	if err != nil {
-		return fmt.Errorf("logic verifier: %w", err)
-	}
-	vf, err := verifyfast.New(vfBus, verifyfast.Config{
-		Strategy: strategy, Settings: settings, Logger: log,
-		// The model of each run comes from its config; its calls are
-		// events of the run.
-		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
-			cfg := llmbus.Config(mc)
-			cfg.Recorder, cfg.Logger = recorder, log
-			return llm.New(cfg)
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("verifyfast: %w", err)
-	}
-	auditorModels := newModelClients(dvRecorder, log)
-	defer auditorModels.close()
-	auditor, err := deepverify.New(dvBus, deepverify.Config{Logger: log, Models: auditorModels.get})
-	if err != nil {
-		return fmt.Errorf("deepverify auditor: %w", err)
-	}
-	run("logic verifier", lv.Run)
-	run("verifyfast", vf.Run)
-	run("deepverify auditor", auditor.Run)
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return errors.Join(all...)
-}
-
 func newVerifierdCmd(g *globals) *cobra.Command {
 	var f verifierFlags
 	cmd := &cobra.Command{
@@ -167,7 +65,11 @@ container, a 1-4 judgement capped by SCOUT gating, and feedback to the agent.
 			if err := f.validate(); err != nil {
 				return err
 			}
-			return runVerifiers(cmd.Context(), g, g.natsURL, f, log)
+			var set wiring.Set
+			if err := verifierSet(&set, f, log); err != nil {
+				return err
+			}
+			return g.runSet(cmd.Context(), set, log)
 		},
 	}
 	f.register(cmd)

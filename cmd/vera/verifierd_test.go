@@ -20,7 +20,7 @@ func TestUpRunsTheLogicVerifier(t *testing.T) {
 	url := "nats://" + addr
 	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
-	if !strings.Contains(upOut.String(), "verifiers (logic, verifyfast, deepverify)") {
+	if !strings.Contains(upOut.String(), "verifier.logic") || !strings.Contains(upOut.String(), "verifier.deepverify") {
 		t.Fatalf("banner: %s", upOut.String())
 	}
 	b := bustest.Connect(t, url, bus.Options{Source: catalog.ComponentAgent, CredsFile: identityFile(catalog.ComponentAgent)})
