@@ -1,11 +1,9 @@
 package sandboxd
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"fmt"
 	"hash"
 	"os"
 	"unicode/utf8"
@@ -169,86 +167,4 @@ func validSuffixStart(b []byte) int {
 		i++
 	}
 	return i
-}
-
-// trailerSplitter passes a stream through to dst until a marker, and keeps
-// what follows the marker (up to maxTrailer bytes) as the trailer. The
-// sandbox shell writes its state (cwd, exported variables) after a random
-// marker at the end of stderr; this takes it out of the user's output.
-type trailerSplitter struct {
-	dst        *capture
-	marker     []byte
-	pending    []byte
-	found      bool
-	trailer    bytes.Buffer
-	maxTrailer int
-}
-
-func (t *trailerSplitter) Write(p []byte) (int, error) {
-	n := len(p)
-	if t.found {
-		if room := t.maxTrailer - t.trailer.Len(); room > 0 {
-			t.trailer.Write(p[:min(room, len(p))])
-		}
-		return n, nil
-	}
-	data := append(t.pending, p...)
-	if i := bytes.Index(data, t.marker); i >= 0 {
-		t.dst.Write(data[:i])
-		t.found = true
-		t.pending = nil
-		rest := data[i+len(t.marker):]
-		t.trailer.Write(rest[:min(len(rest), t.maxTrailer)])
-		return n, nil
-	}
-	keep := partialSuffix(data, t.marker)
-	t.dst.Write(data[:len(data)-keep])
-	t.pending = append(t.pending[:0:0], data[len(data)-keep:]...)
-	return n, nil
-}
-
-// partialSuffix is the length of the longest suffix of data that is a
-// proper prefix of marker: only those bytes might start the marker and
-// must wait for the next write.
-func partialSuffix(data, marker []byte) int {
-	for k := min(len(marker)-1, len(data)); k > 0; k-- {
-		if bytes.Equal(data[len(data)-k:], marker[:k]) {
-			return k
-		}
-	}
-	return 0
-}
-
-// flush passes on bytes held back while looking for the marker.
-func (t *trailerSplitter) flush() {
-	if !t.found && len(t.pending) > 0 {
-		t.dst.Write(t.pending)
-		t.pending = nil
-	}
-}
-
-// shellState is what the sandbox shell reports after a command.
-type shellState struct {
-	cwd string
-	env map[string]string
-}
-
-// parseTrailer reads "cwd\0K=V\0K=V\0…".
-func parseTrailer(b []byte) (shellState, error) {
-	parts := bytes.Split(b, []byte{0})
-	if len(parts) < 2 {
-		return shellState{}, fmt.Errorf("short shell state (%d bytes)", len(b))
-	}
-	st := shellState{cwd: string(parts[0]), env: map[string]string{}}
-	for _, kv := range parts[1:] {
-		if len(kv) == 0 {
-			continue
-		}
-		k, v, ok := bytes.Cut(kv, []byte{'='})
-		if !ok {
-			continue
-		}
-		st.env[string(k)] = string(v)
-	}
-	return st, nil
 }

@@ -101,39 +101,3 @@ func TestCaptureBinaryIsBase64AndRunesAreNotCut(t *testing.T) {
 		t.Fatalf("text became %+v", out)
 	}
 }
-
-func TestTrailerSplitter(t *testing.T) {
-	marker := "\x1eVERA-abc123\x1e"
-	stream := "some stderr\nmore" + marker + "/work/sub\x00A=1\x00B=x=y\x00"
-	for chunk := 1; chunk <= len(stream); chunk++ {
-		c := newCapture("", 1000, 0, 0)
-		ts := &trailerSplitter{dst: c, marker: []byte(marker), maxTrailer: 1 << 20}
-		for i := 0; i < len(stream); i += chunk {
-			ts.Write([]byte(stream[i:min(i+chunk, len(stream))]))
-		}
-		ts.flush()
-		if string(c.head) != "some stderr\nmore" || !ts.found {
-			t.Fatalf("chunk %d: output %q found=%v", chunk, c.head, ts.found)
-		}
-		st, err := parseTrailer(ts.trailer.Bytes())
-		if err != nil || st.cwd != "/work/sub" || st.env["A"] != "1" || st.env["B"] != "x=y" {
-			t.Fatalf("chunk %d: state %+v %v", chunk, st, err)
-		}
-	}
-	// Output that cannot start the marker is passed on at once (so it is
-	// spooled even if the daemon dies before the command ends).
-	c0 := newCapture("", 1000, 0, 0)
-	ts0 := &trailerSplitter{dst: c0, marker: []byte(marker), maxTrailer: 10}
-	ts0.Write([]byte("partial-err\n"))
-	if string(c0.head) != "partial-err\n" {
-		t.Fatalf("held back %q", c0.head)
-	}
-	// No marker (killed before the trap ran): everything is output.
-	c := newCapture("", 1000, 0, 0)
-	ts := &trailerSplitter{dst: c, marker: []byte(marker), maxTrailer: 10}
-	ts.Write([]byte("partial \x1eVERA"))
-	ts.flush()
-	if string(c.head) != "partial \x1eVERA" || ts.found {
-		t.Fatalf("%q", c.head)
-	}
-}

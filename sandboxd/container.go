@@ -57,13 +57,13 @@ var keptCapabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SE
 
 // killerCapabilities are all a container with a non-root user keeps: KILL,
 // for sandboxd's own killer, which runs as root inside the container to end
-// a timed-out command's process group whatever user it runs as. The
+// a timed-out command's processes whatever user they run as. The
 // command's user cannot use it: its exec runs as that user, with no
 // effective, permitted or ambient capability, and no-new-privileges keeps
 // it from gaining any.
 var killerCapabilities = []string{"KILL"}
 
-// ConsoleFile is where a command's wrapper writes the line that shows it in
+// ConsoleFile is where a command's keeper writes the line that shows it in
 // the container's log.
 const ConsoleFile = "/tmp/.vera/console"
 
@@ -72,6 +72,8 @@ type box struct {
 	name, id string
 	role     role
 	env      map[string]string // the container's own environment
+	bash, sh string            // the image's bash and sh, by absolute path (prepareShell)
+	stateDir string            // host directory mounted at StateMount
 }
 
 // prepareWorkDir creates the work dir and, when the daemon runs as root
@@ -146,7 +148,22 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 	default:
 		return nil, dockerErr("inspect container", err)
 	}
-	b := &box{name: name, id: info.ID, role: r, env: envMap(info.Config.Env)}
+	if stateSource(info) == "" {
+		// Made by an older sandboxd: its commands' shell state has nowhere
+		// to go. A new container, on the same /work.
+		d.log.Warn("sandbox container has no shell-state mount (made by an older sandboxd); recreating it", "container", name)
+		if err := d.docker.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
+			return nil, dockerErr("remove container", err)
+		}
+		if info, err = d.createBox(ctx, rs, r, name); err != nil {
+			return nil, err
+		}
+	}
+	bash, sh, err := d.prepareShell(ctx, info.ID)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox image %s: %w", info.Config.Image, err)
+	}
+	b := &box{name: name, id: info.ID, role: r, env: envMap(info.Config.Env), bash: bash, sh: sh, stateDir: stateSource(info)}
 	rs.boxes[r] = b
 	d.followLogs(b, rs.id)
 	return b, nil
@@ -194,8 +211,12 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		}
 		return container.InspectResponse{}, dockerErr("inspect image", err)
 	}
+	state, err := d.makeStateDir(rs.id, name)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
 	cfg, host := boxConfig(boxSpec{
-		run: rs.id, role: r, image: img, work: work, input: input, network: network, lab: lab,
+		run: rs.id, role: r, image: img, work: work, input: input, state: state, network: network, lab: lab,
 		user: d.cfg.User, memory: d.cfg.Memory, pids: d.cfg.PidsLimit, cpus: d.cfg.CPUs,
 	})
 	if lab {
@@ -230,11 +251,11 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 
 // boxSpec is what a sandbox container is made from.
 type boxSpec struct {
-	run, image, work, input, network, user string
-	role                                   role
-	lab                                    bool
-	memory, pids                           int64
-	cpus                                   float64
+	run, image, work, input, state, network, user string
+	role                                          role
+	lab                                           bool
+	memory, pids                                  int64
+	cpus                                          float64
 }
 
 // boxConfig is the container configuration for a spec: safe by default
@@ -246,20 +267,23 @@ func boxConfig(s boxSpec) (*container.Config, *container.HostConfig) {
 	if s.input != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.input, Target: InputMount, ReadOnly: true})
 	}
+	if s.state != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.state, Target: StateMount})
+	}
 	init := true
 	pids := s.pids
 	cfg := &container.Config{
 		Image: s.image,
-		// The console: every command's wrapper appends its line to
-		// ConsoleFile (in /tmp/.vera, which the command user makes), and
-		// this process prints it, so that it is in the container's log.
-		// tail waits for the file to appear.
+		// The console: every command's keeper appends its line to
+		// ConsoleFile (in /tmp/.vera, which prepareShell makes), and this
+		// process prints it, so that it is in the container's log. tail
+		// waits for the file to appear.
 		Cmd: []string{"/bin/sh", "-c", "exec tail -q -n +1 -F " + ConsoleFile + " 2>/dev/null"},
 		// The container's own process (tail) is root, holding only the
 		// capabilities below; every command runs as s.user by its exec.
 		// Docker gives an exec no capability at all when the container's
-		// user is not root, so sandboxd's killer (root, KILL) could not end
-		// a timed-out command's processes otherwise.
+		// user is not root, so sandboxd's helpers (root: the killer, with
+		// KILL, and prepareShell) could not do their work otherwise.
 		User:       "0:0",
 		WorkingDir: WorkMount,
 		Env:        []string{"HOME=/tmp", "VERA_RUN_ID=" + s.run, "VERA_ROLE=" + string(s.role)},

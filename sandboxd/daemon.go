@@ -54,6 +54,7 @@ type runState struct {
 	loaded   bool
 	cfg      *catalog.RunConfig // set once by load
 	started  map[string]bool
+	startAt  map[string]time.Time // request id → its tool.started's started_at
 	finished map[string]bool
 	inflight map[string]bool            // request id → being handled by this daemon now
 	requests map[string]recordedRequest // request id → the request, for recovery
@@ -149,7 +150,7 @@ func (d *Daemon) run(id string) *runState {
 	d.mu.Lock()
 	rs := d.runs[id]
 	if rs == nil {
-		rs = &runState{id: id, started: map[string]bool{}, finished: map[string]bool{}, inflight: map[string]bool{},
+		rs = &runState{id: id, started: map[string]bool{}, startAt: map[string]time.Time{}, finished: map[string]bool{}, inflight: map[string]bool{},
 			requests: map[string]recordedRequest{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
 		d.runs[id] = rs
 	}
@@ -205,6 +206,7 @@ func (d *Daemon) load(ctx context.Context, rs *runState) error {
 			}
 		case *catalog.ToolStarted:
 			rs.started[v.RequestID] = true
+			rs.startAt[v.RequestID] = v.StartedAt
 		case *catalog.ToolFinished:
 			rs.finished[v.RequestID] = true
 		case *catalog.RunFinished, *catalog.RunCancelled:
@@ -246,6 +248,7 @@ func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
 		rs.boxMu.Lock()
 		rs.boxes = map[role]*box{}
 		rs.boxMu.Unlock()
+		d.removeStateDirs(rs.id)
 		d.log.Info("run ended; containers removed", "run", rs.id)
 	}
 	d.forget(rs.id)
@@ -410,7 +413,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 		tf.Error = res.err.Error()
 	}
 	if res.timedOut {
-		tf.Error = fmt.Sprintf("timed out after %s; the command's process group was killed", timeout)
+		tf.Error = fmt.Sprintf("timed out after %s; every process the command started was killed", timeout)
 	}
 	if res.interrupted {
 		tf.Error = "interrupted: the run ended or sandboxd stopped"
@@ -421,6 +424,12 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	if res.state != nil {
 		tf.CwdAfter = res.state.cwd
 		tf.Exports = exportsOf(before, res.state.env)
+	}
+	if res.stateErr != nil {
+		// The previous state stays (cwd_after is the request's cwd, no
+		// exports); the run records that this command did not report one.
+		log.Warn("shell state not reported; the previous state stays", "reason", res.stateErr)
+		d.stateNotReported(ctx, rs, m.Event, b, req.RequestID, cwd, res)
 	}
 	log.Info("command finished", "exit", tf.ExitCode, "duration_ms", tf.DurationMS, "timed_out", tf.TimedOut,
 		"stdout_bytes", tf.Stdout.Bytes, "stderr_bytes", tf.Stderr.Bytes)
@@ -454,7 +463,15 @@ func (d *Daemon) finish(ctx context.Context, rs *runState, cause bus.Event, req 
 // again. Called by the request's claimant.
 func (d *Daemon) reportInterrupted(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested) error {
 	token := fileToken(req.RequestID)
-	d.killLeftover(ctx, rs.id, roleOf(req.Requester), token)
+	rs.mu.Lock()
+	since := rs.startAt[req.RequestID]
+	rs.mu.Unlock()
+	if since.IsZero() {
+		since = time.Now() // unknown: only what is still under its keeper
+	} else {
+		since = since.Add(-2 * time.Second) // started_at is noted just after the exec started
+	}
+	d.killLeftover(ctx, rs.id, roleOf(req.Requester), token, since)
 	stdout, stderr := d.spooled(ctx, filepath.Join(d.cfg.SpoolDir, rs.id), token)
 	d.log.Warn("request was cut off by a daemon crash; reported as interrupted, not run again", "run", rs.id, "request", req.RequestID)
 	return d.finish(ctx, rs, cause, req, catalog.ToolFinished{ExitCode: -1, Interrupted: true, Stdout: stdout, Stderr: stderr,
@@ -531,12 +548,31 @@ func (d *Daemon) spooled(ctx context.Context, dir, token string) (stdout, stderr
 }
 
 // killLeftover kills what is left of a command whose daemon died: its
-// process group may still run in the container.
-func (d *Daemon) killLeftover(ctx context.Context, runID string, r role, token string) {
+// processes may still run in the container. since is when it started, or
+// earlier.
+func (d *Daemon) killLeftover(ctx context.Context, runID string, r role, token string, since time.Time) {
 	name := ContainerName(runID, r)
 	info, err := d.docker.ContainerInspect(ctx, name)
 	if err != nil || info.State == nil || !info.State.Running {
 		return
 	}
-	d.killGroup(ctx, &box{name: name, id: info.ID}, token)
+	d.killCommand(ctx, &box{name: name, id: info.ID}, token, since)
+}
+
+// stateNotReported records on the run that a command's shell did not
+// report its state (vera.container.event, action vera_state_not_reported),
+// with an id derived from the request so that reporting twice stores it
+// once.
+func (d *Daemon) stateNotReported(ctx context.Context, rs *runState, cause bus.Event, b *box, requestID, cwd string, res execResult) {
+	t := d.cfg.Clock.Now()
+	ev, err := d.bus.Events.New(rs.id, catalog.ContainerEvent{
+		Container: b.name, ContainerID: b.id, Action: "vera_state_not_reported", Time: t,
+		Attributes: map[string]string{"request_id": requestID, "exit_code": fmt.Sprint(res.exitCode), "reason": res.stateErr.Error(), "cwd_kept": cwd},
+	}, bus.ReactionTo(cause, "state-not-reported"), bus.WithTime(t))
+	if err == nil {
+		_, err = d.bus.Publish(ctx, ev)
+	}
+	if err != nil {
+		d.log.Warn("record that the shell state was not reported", "run", rs.id, "request", requestID, "err", err)
+	}
 }

@@ -12,11 +12,11 @@
 // They are removed when the run ends (unless KeepContainers) and orphans of
 // finished runs are reaped at start.
 //
-// Shell semantics: each request runs in a fresh bash (setsid, its own
-// process group) that starts in the request's cwd with its env; after the
-// command, the shell reports its working directory and exported variables
-// (cwd_after, exports), and the requester passes them into its next
-// request. So `cd` and `export` persist across calls exactly as far as the
+// Shell semantics: each request runs in a fresh bash that starts in the
+// request's cwd with its env; after the command, the shell reports its
+// working directory and exported variables (cwd_after, exports) on a
+// channel of its own, never in the command's output, and the requester
+// passes them into its next request. So `cd` and `export` persist across calls exactly as far as the
 // event log says, which keeps a replay faithful; shell functions, aliases,
 // unexported variables and background jobs do not persist.
 //

@@ -8,8 +8,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,27 +20,80 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// shellWrapper runs one request. Arguments: $1 the state marker, $2 the
-// command, $3 the starting cwd, $4 a file-safe request token. It records its
-// pid (its process group, thanks to setsid) so that a timeout can kill the
-// whole group, notes the command in the container log, evals the command
-// in this shell, and on exit (whatever the command does) writes the marker,
-// the cwd and the exported variables NUL-separated to the original stderr.
-// Only builtins run besides the command: no extra process per call.
-const shellWrapper = `exec 9>&2
-__vera_mark=$1 __vera_cmd=$2
-[ -d /tmp/.vera ] || mkdir -p /tmp/.vera 2>/dev/null
-printf '%s\n' "$$" > "/tmp/.vera/$4.pid" 2>/dev/null
-__vera_exit() {
-  __vera_rc=$?
-  trap - EXIT
-  { printf '%s%s\0' "$__vera_mark" "$PWD"
-    for __vera_v in $(compgen -e); do printf '%s=%s\0' "$__vera_v" "${!__vera_v}"; done; } >&9 2>/dev/null
-  exit $__vera_rc
-}
-trap __vera_exit EXIT
-cd -- "$3" 2>/dev/null || { printf 'vera: cwd %s is gone; starting in /work\n' "$3" >&2; cd /work; }
-printf '[%s] $ %s\n' "$4" "$__vera_cmd" 2>/dev/null >> /tmp/.vera/console
+// The sandbox shell. Each request is one Docker exec of two bash
+// processes, neither of which depends on the user's PATH:
+//
+//   - the keeper (keeperScript), the exec's own process, runs ShellPath: a
+//     copy of the image's bash that only root may read, so that the kernel
+//     makes the keeper non-dumpable and no other process of the sandbox
+//     user (the command included) can read its memory, environment or
+//     descriptors. Started with -p, it ignores BASH_ENV, exported functions
+//     and SHELLOPTS. It takes a nonce from its environment
+//     (VERA_STATE_NONCE, which only this process's own environment holds:
+//     it unsets it before anything else starts), notes the command in the
+//     container's console, and starts the command's shell;
+//   - the command's shell (shellScript), the image's bash by its absolute
+//     path, with the request's env. It cds to the request's cwd and evals
+//     the command. On exit its EXIT trap replaces it (exec, same pid, no
+//     output) with a sh that only stops itself, named vera-state, whose
+//     kernel-recorded working directory and environment are what the shell
+//     left behind, and whose arguments carry the exit status and $PWD.
+//
+// The keeper waits for its child (job control, so that a stop wakes it;
+// turned off again before the keeper kills the stopped child, or bash
+// would signal the child's whole process group, background processes the
+// command left included, on its way out). When the child stopped as
+// vera-state, the keeper writes the state
+// ("vera-state-1", the cwd, then the environment, NUL-separated) to
+// StateMount/<nonce>, a directory sandboxd reads on the host, kills the
+// stopped child and exits with the command's status. When the child ended
+// in any other way (exec, killed, its own EXIT trap), no state is written.
+// The command cannot name the state file: the nonce never reaches it. Its
+// stdout and stderr go straight to the exec's and are never parsed.
+//
+// Keeper arguments: $0 "vera-shell:<token>" (how the killer finds it), $1
+// the command, $2 the starting cwd, $3 "<the image's bash>:<its sh>", $4
+// StateMount, $5 shellScript.
+const keeperScript = `set +o posix
+IFS=$' \t\n'
+__n=${VERA_STATE_NONCE-}
+unset VERA_STATE_NONCE
+[[ $__n =~ ^[0-9a-f]{32}$ ]] || exit 125
+__cmd=$1 __bash=${3%%:*} __sh=${3#*:} __dir=$4
+printf '[%s] $ %s\n' "${0#vera-shell:}" "$__cmd" 2>/dev/null >> /tmp/.vera/console
+set -m
+"$__bash" -c "$5" vera-shell "$__cmd" "$2" "$__sh" &
+__c=$!
+exec 8>&1 9>&2 >/dev/null 2>&1
+set -f
+while :; do
+  wait "$__c"; __rc=$?
+  read -r __s < "/proc/$__c/stat" || exit "$__rc"
+  __s=${__s##*) }; set -- $__s
+  [[ $2 == "$$" ]] || exit "$__rc"
+  [[ $1 == [Tt] ]] || continue
+  __a=(); while IFS= read -r -d '' __x; do __a+=("$__x"); done < "/proc/$__c/cmdline"
+  [[ ${#__a[@]} -eq 5 && ${__a[0]} == vera-state && ${__a[2]} == 'kill -STOP $$' && ${__a[3]} =~ ^[0-9]{1,3}$ ]] && break
+  kill -CONT "$__c"
+done
+set +m
+__cwd=${__a[4]}
+if ! [[ $__cwd == /* && $__cwd -ef /proc/$__c/cwd ]] && cd -P "/proc/$__c/cwd" && [[ $PWD == /* && $PWD != /proc/* ]]; then __cwd=$PWD; fi
+umask 022; set -C
+{ printf 'vera-state-1\0%s\0' "$__cwd"
+  while IFS= read -r -d '' __x; do printf '%s\0' "$__x"; done < "/proc/$__c/environ"
+} > "$__dir/$__n"
+kill -KILL "$__c"; wait "$__c"
+exit "${__a[3]}"
+`
+
+// shellScript is the command's shell. Arguments: $1 the command, $2 the
+// starting cwd, $3 the image's sh (for the state report: the smallest
+// shell starts fastest).
+const shellScript = `__vera_cmd=$1 __vera_sh=$3
+trap '__vera_rc=$?; trap - EXIT; exec -a vera-state "$__vera_sh" -c "kill -STOP \$\$" "$__vera_rc" "$PWD" </dev/null >/dev/null 2>&1' EXIT
+cd -- "$2" 2>/dev/null || { printf 'vera: cwd %s is gone; starting in /work\n' "$2" >&2; cd /work; }
+set --
 eval "$__vera_cmd"
 `
 
@@ -75,31 +131,53 @@ type execResult struct {
 	timedOut    bool
 	interrupted bool
 	state       *shellState
+	stateErr    error // why state is nil when the command ran to an exit
 	err         error
 }
 
-func newMarker() string {
-	b := make([]byte, 12)
+// nonceVar passes a command's nonce to its keeper. Only the keeper's own
+// initial environment (/proc/<keeper>/environ, which the keeper's
+// non-dumpable state keeps from every other process of the sandbox user)
+// ever holds it: the keeper unsets it before it starts the command's
+// shell. (Passing it on stdin would keep it as private, at 5 ms more per
+// exec: Docker's stdin plumbing.)
+const nonceVar = "VERA_STATE_NONCE"
+
+// newNonce names one command's state file; only sandboxd and the command's
+// keeper know it.
+func newNonce() string {
+	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	return "\x1eVERA-STATE-" + hex.EncodeToString(b) + "\x1e"
+	return hex.EncodeToString(b)
 }
 
+// killSince is how long before creating a command's exec its processes are
+// looked for, should its keeper be gone when it is killed: a margin for the
+// precision of the container's clocks (process start times are in ticks of
+// 10 ms, /proc/uptime in 10 ms), never for skew between sandboxd and the
+// container, which share the host's clock.
+const killSince = 500 * time.Millisecond
+
 // execute runs one command in the box and waits for it, enforcing the
-// timeout by killing the command's process group.
+// timeout by killing every process the command started.
 func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
-	marker := newMarker()
-	env := make([]string, 0, len(r.env))
+	nonce := newNonce()
+	env := make([]string, 0, len(r.env)+1)
 	for k, v := range r.env {
-		env = append(env, k+"="+v)
+		if k != nonceVar {
+			env = append(env, k+"="+v)
+		}
 	}
 	sort.Strings(env)
+	env = append(env, nonceVar+"="+nonce)
 	cwd := r.cwd
 	if cwd == "" {
 		cwd = WorkMount
 	}
+	since := time.Now()
 	created, err := d.docker.ContainerExecCreate(ctx, r.box.id, container.ExecOptions{
 		User: r.user, Env: env, WorkingDir: WorkMount, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{"setsid", "-w", "bash", "-c", shellWrapper, "vera-shell", marker, r.command, cwd, r.token},
+		Cmd: []string{ShellPath, "-p", "-c", keeperScript, "vera-shell:" + r.token, r.command, cwd, r.box.bash + ":" + r.box.sh, StateMount, shellScript},
 	})
 	if err != nil {
 		return execResult{exitCode: -1, err: dockerErr("create exec", err)}
@@ -113,10 +191,13 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 	if r.started != nil {
 		r.started(created.ID, d.cfg.Clock.Now())
 	}
-	split := &trailerSplitter{dst: r.stderr, marker: []byte(marker), maxTrailer: 1 << 20}
+	statePath := filepath.Join(r.box.stateDir, nonce)
+	if r.box.stateDir != "" {
+		defer os.Remove(statePath)
+	}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(r.stdout, split, attach.Reader)
+		_, err := stdcopy.StdCopy(r.stdout, r.stderr, attach.Reader)
 		copied <- err
 	}()
 
@@ -135,7 +216,7 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 	}
 	if res.timedOut || res.interrupted {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		d.killGroup(kctx, r.box, r.token)
+		d.killCommand(kctx, r.box, r.token, since.Add(-killSince))
 		cancel()
 		select {
 		case copyErr = <-copied:
@@ -145,14 +226,8 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 		}
 	}
 	res.duration = time.Since(start)
-	split.flush()
 	if copyErr != nil && copyErr != io.EOF && !res.timedOut && !res.interrupted {
 		res.err = fmt.Errorf("read command output: %w", copyErr)
-	}
-	if split.found {
-		if st, err := parseTrailer(split.trailer.Bytes()); err == nil {
-			res.state = &st
-		}
 	}
 	res.exitCode = -1
 	if !res.timedOut && !res.interrupted {
@@ -166,30 +241,92 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 			res.err = fmt.Errorf("exec %s still running after its output ended", created.ID)
 		default:
 			res.exitCode = info.ExitCode
+			st, err := readState(statePath)
+			if err != nil {
+				res.stateErr = err
+			} else {
+				res.state = &st
+			}
 		}
 	}
 	return res
 }
 
-// killScript kills the process group recorded for a request, using only
-// bash builtins (one new process in all), and reports whether any member
-// survived.
-func killScript(token string) string {
-	return fmt.Sprintf(`read -r p < /tmp/.vera/%s.pid 2>/dev/null; [ -n "$p" ] || exit 0
-for i in 1 2 3 4 5 6 7 8 9 10; do
-  kill -KILL -- -"$p" "$p" 2>/dev/null || exit 0
-  kill -0 -- -"$p" 2>/dev/null || exit 0
+// killScript kills every process a command started, using only bash
+// builtins. Arguments: $1 the request's token, $2 when the command's exec
+// was created, in microseconds since the epoch (minus a margin).
+//
+// A process belongs to the command when, following parent links up, it
+// reaches the command's keeper (the exec's own process, whose $0 names
+// the token). Docker's execs are the only processes with parent 0 besides
+// the container's init, and nothing in the container can make one or put
+// itself under another's, so a process under another exec (a concurrent
+// command, this killer, an operator's docker exec) is never the command's.
+// A process that reaches init instead (it was orphaned: double fork,
+// setsid and exit, a killed keeper) belongs to no exec any more; it is
+// the command's when it started no earlier than the command: start times
+// are the kernel's and no process can change its own. The command's
+// start is its keeper's start time, or, when the keeper is gone already,
+// the daemon's clock at exec creation. What this also kills: an orphan
+// that another command still running in the same container (the
+// auditor's, which run concurrently) started after this one, and a child
+// that a process left behind by an earlier command started after this
+// command did.
+//
+// It repeats until no such process is left (processes fork while it
+// kills), and exits 3 if some still are after 50 rounds.
+const killScript = `t="vera-shell:$1" since=$2 me=$$ keeper= thr=
+for d in /proc/[0-9]*; do
+  read -r s 2>/dev/null < "$d/stat" || continue
+  s=${s##*) }; set -f; set -- $s; set +f
+  [[ $2 == 0 && ${d#/proc/} != 1 ]] || continue
+  a=(); while IFS= read -r -d '' x; do a+=("$x"); done 2>/dev/null < "$d/cmdline"
+  if [[ ${#a[@]} -gt 4 && ${a[4]} == "$t" ]]; then keeper=${d#/proc/}; thr=${20}; fi
 done
-exit 3`, token)
-}
+if [[ -z $thr ]]; then
+  [[ $since =~ ^[0-9]+$ ]] || exit 0
+  read -r up _ < /proc/uptime || exit 2
+  up=${up//./}
+  if [[ -n ${EPOCHREALTIME:-} ]]; then now=${EPOCHREALTIME//[.,]/}; else printf -v now '%(%s)T' -1; now=$(( now * 1000000 + 1000000 )); fi
+  thr=$(( (since - (now - 10#$up * 10000)) / 10000 ))
+fi
+for round in {1..50}; do
+  pp=() st=() kill=()
+  for d in /proc/[0-9]*; do
+    read -r s 2>/dev/null < "$d/stat" || continue
+    s=${s##*) }; set -f; set -- $s; set +f
+    [[ $1 == [ZX] ]] && continue
+    p=${d#/proc/}; pp[p]=$2 st[p]=${20}
+  done
+  for p in "${!pp[@]}"; do
+    [[ $p == 1 || $p == "$me" ]] && continue
+    q=$p
+    while :; do
+      [[ $q == 1 ]] && { root=1; break; }
+      par=${pp[q]-}
+      [[ -z $par ]] && { root=1; break; }
+      [[ $par == 0 ]] && { root=$q; break; }
+      q=$par
+    done
+    if [[ $root == 1 ]]; then (( st[p] >= thr )) && kill+=("$p")
+    elif [[ $root == "$keeper" ]]; then kill+=("$p"); fi
+  done
+  (( ${#kill[@]} )) || exit 0
+  kill -KILL "${kill[@]}" 2>/dev/null
+done
+exit 3`
 
-// killGroup kills a command's whole process group. The killer is itself a
-// process in the container, so when the command exhausted the pids limit
-// (a fork bomb) the container's limit is raised for a moment to let it in,
-// then restored. If even that fails, the container is restarted: /work
-// survives, the processes do not.
-func (d *Daemon) killGroup(ctx context.Context, b *box, token string) {
-	_, err := d.execSimple(ctx, b.id, "0:0", killScript(token))
+// killCommand kills every process a command started (see killScript).
+// The killer is itself a process in the container, so when the command
+// exhausted the pids limit (a fork bomb) the container's limit is raised
+// for a moment to let it in, then restored. If even that fails, the
+// container is restarted: /work survives, the processes do not.
+func (d *Daemon) killCommand(ctx context.Context, b *box, token string, since time.Time) {
+	kill := func() error {
+		_, err := d.execArgs(ctx, b.id, "0:0", "bash", "-c", killScript, "vera-kill", token, strconv.FormatInt(since.UnixMicro(), 10))
+		return err
+	}
+	err := kill()
 	if err == nil {
 		return
 	}
@@ -200,7 +337,7 @@ func (d *Daemon) killGroup(ctx context.Context, b *box, token string) {
 		raised := limit + 64
 		if _, uerr := d.docker.ContainerUpdate(ctx, b.id, container.UpdateConfig{Resources: container.Resources{PidsLimit: &raised}}); uerr == nil {
 			for attempt := 0; attempt < 5 && err != nil; attempt++ {
-				_, err = d.execSimple(ctx, b.id, "0:0", killScript(token))
+				err = kill()
 			}
 			if _, uerr := d.docker.ContainerUpdate(ctx, b.id, container.UpdateConfig{Resources: container.Resources{PidsLimit: &limit}}); uerr != nil {
 				d.log.Warn("restore pids limit", "container", b.name, "err", uerr)
@@ -217,10 +354,17 @@ func (d *Daemon) killGroup(ctx context.Context, b *box, token string) {
 	}
 }
 
-// execSimple runs a short helper command and returns its combined output.
+// execSimple runs a short helper bash script and returns its combined
+// output.
 func (d *Daemon) execSimple(ctx context.Context, containerID, user, script string) (string, error) {
+	return d.execArgs(ctx, containerID, user, "bash", "-c", script)
+}
+
+// execArgs runs a helper command (found on the container's own PATH: a
+// helper exec never has the user's env) and returns its combined output.
+func (d *Daemon) execArgs(ctx context.Context, containerID, user string, cmd ...string) (string, error) {
 	created, err := d.docker.ContainerExecCreate(ctx, containerID, container.ExecOptions{
-		User: user, AttachStdout: true, AttachStderr: true, Cmd: []string{"bash", "-c", script},
+		User: user, AttachStdout: true, AttachStderr: true, Cmd: cmd,
 	})
 	if err != nil {
 		return "", dockerErr("create exec", err)

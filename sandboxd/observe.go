@@ -215,6 +215,7 @@ func (d *Daemon) reapOrphans(ctx context.Context) {
 				d.log.Warn("reap orphan", "container", c.Names, "err", err)
 				continue
 			}
+			d.removeStateDirs(runID)
 			d.log.Info("reaped container of an ended run", "container", c.Names, "run", runID)
 			continue
 		}
