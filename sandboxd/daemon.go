@@ -13,6 +13,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/sandboxd/policy"
 )
 
@@ -119,13 +120,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
 			Durable: ConsumerRequests, Types: []string{catalog.TypeToolRequested},
 			Concurrency: d.cfg.Concurrency, ShardKey: requestShard, AckWait: 30 * time.Second, MaxDeliver: 5,
-		}, d.handleRequest)
+		}, component.Checked(d.handleRequest))
 	}()
 	go func() {
 		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
 			Durable: ConsumerControl, Types: []string{catalog.TypeRunFinished, catalog.TypeRunCancelled},
 			Concurrency: 4,
-		}, d.handleControl)
+		}, component.Checked(d.handleControl))
 	}()
 	if os.Geteuid() == 0 {
 		if uid, _, ok := numericUser(d.cfg.User); ok && uid == 0 {
