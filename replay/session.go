@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vera-run/vera/bus"
@@ -195,7 +196,9 @@ type Scratch struct {
 	Server *embedded.Server
 	dir    string
 	log    *slog.Logger
-	buses  []*bus.Bus
+
+	mu    sync.Mutex // components connect from their own goroutines
+	buses []*bus.Bus
 }
 
 // NewScratch starts a scratch server that listens on no port: only this
@@ -233,7 +236,9 @@ func (s *Scratch) ConnectWith(ctx context.Context, opts bus.Options) (*bus.Bus, 
 	// The first connection creates the streams. Later ones must not
 	// update them: a stream update racing with a consumer being created
 	// is a data race inside nats-server (seen with -race).
+	s.mu.Lock()
 	opts.ReadOnly = opts.ReadOnly || len(s.buses) > 0
+	s.mu.Unlock()
 	if opts.Logger == nil {
 		opts.Logger = s.log
 	}
@@ -241,19 +246,24 @@ func (s *Scratch) ConnectWith(ctx context.Context, opts bus.Options) (*bus.Bus, 
 	if err != nil {
 		return nil, fmt.Errorf("scratch bus: %w", err)
 	}
+	s.mu.Lock()
 	s.buses = append(s.buses, b)
+	s.mu.Unlock()
 	return b, nil
 }
 
 // Close closes the connections, stops the server and removes its store.
 func (s *Scratch) Close() error {
 	var errs []error
-	for i := len(s.buses) - 1; i >= 0; i-- {
-		if err := s.buses[i].Close(); err != nil {
+	s.mu.Lock()
+	buses := s.buses
+	s.buses = nil
+	s.mu.Unlock()
+	for i := len(buses) - 1; i >= 0; i-- {
+		if err := buses[i].Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	s.buses = nil
 	s.Server.Shutdown()
 	if err := os.RemoveAll(s.dir); err != nil {
 		errs = append(errs, err)

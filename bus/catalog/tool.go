@@ -17,7 +17,7 @@ type ToolRequested struct {
 	Command   string            `json:"command" jsonschema:"minLength=1" jsonschema_description:"The shell command (run with sh -c)."`
 	Cwd       string            `json:"cwd,omitempty" jsonschema_description:"Working directory in the sandbox: the cwd_after of the requester's previous command, so that cd persists; empty = /work."`
 	Env       map[string]string `json:"env,omitempty" jsonschema_description:"Variables to set: those exported by the requester's earlier commands, so that export KEY=VALUE persists."`
-	TimeoutMS int64             `json:"timeout_ms" jsonschema:"minimum=1" jsonschema_description:"Kill the command after this many milliseconds."`
+	TimeoutMS int64             `json:"timeout_ms" jsonschema:"minimum=0" jsonschema_description:"Kill the command after this many milliseconds; 0 = the run's tool timeout, else sandboxd's default."`
 	Step      int               `json:"step" jsonschema:"minimum=0" jsonschema_description:"Agent step the request belongs to (for the auditor: the candidate step); 0 = none."`
 	Round     int               `json:"round,omitempty" jsonschema:"minimum=0" jsonschema_description:"Audit round, for auditor requests."`
 	CheckID   string            `json:"check_id,omitempty" jsonschema_description:"Audit check, for auditor requests."`
