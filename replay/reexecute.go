@@ -230,7 +230,7 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 	if err != nil {
 		return res, err
 	}
-	e.group.Go("agent", a.Run)
+	e.group.sup.Add(a)
 
 	task := *rec.submitted
 	task.WorkDir = res.WorkDir

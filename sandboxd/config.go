@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/component"
 )
 
 // Defaults for Config.
@@ -79,7 +81,9 @@ type Config struct {
 	Clock       bus.Clock
 }
 
-func (c *Config) setDefaults() error {
+// SetDefaults fills in the defaults documented on each field and checks
+// the configuration (New calls it on its own copy).
+func (c *Config) SetDefaults() error {
 	if c.Image == "" {
 		return fmt.Errorf("sandboxd: no sandbox image configured (build one with `vera sandbox build`)")
 	}
@@ -119,9 +123,7 @@ func (c *Config) setDefaults() error {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = component.Logger(c.Logger, catalog.ComponentSandboxd)
 	if c.Clock == nil {
 		c.Clock = bus.SystemClock{}
 	}

@@ -2,6 +2,7 @@ package sandboxd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -79,11 +80,14 @@ type recordedRequest struct {
 // New makes a daemon that talks to Docker through docker (API version
 // negotiated) and to the bus through b.
 func New(b *bus.Bus, docker *client.Client, cfg Config) (*Daemon, error) {
-	if err := cfg.setDefaults(); err != nil {
+	if b == nil || docker == nil {
+		return nil, errors.New("sandboxd: New needs a bus and a Docker client")
+	}
+	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
 	return &Daemon{
-		cfg: cfg, bus: b, docker: docker, log: cfg.Logger.With("component", "sandboxd"),
+		cfg: cfg, bus: b, docker: docker, log: cfg.Logger,
 		runs: map[string]*runState{}, following: map[string]bool{},
 	}, nil
 }

@@ -53,15 +53,6 @@ func Validate(typ string, data []byte) error {
 	return nil
 }
 
-// DecodeValid is Decode after Validate: the Go value of data that the
-// type's schema accepts.
-func DecodeValid(typ string, data []byte) (Payload, error) {
-	if err := Validate(typ, data); err != nil {
-		return nil, err
-	}
-	return Decode(typ, data)
-}
-
 // schemaError flattens the library's nested validation error into one
 // line: "at /timeout_ms: must be >= 1; at /requester: value must be one
 // of …".

@@ -265,8 +265,9 @@ func Run(t *testing.T, s Subject) {
 	e := &env{t: t, root: t, url: srv.ClientURL(), store: store, s: s}
 	e.admin = bustest.ConnectAs(t, e.url, store, auth.Admin, bus.Options{Source: "conformance"})
 
-	// The component's own name, types and identity.
-	probe, cleanup := s.New(t, e.connect(nameOf(t, s, e)))
+	// The component names itself: build it once (not run) to learn its
+	// name, which is the identity it then connects as.
+	probe, cleanup := s.New(t, e.admin)
 	name := probe.Name()
 	if cleanup != nil {
 		cleanup()
@@ -411,16 +412,6 @@ func Run(t *testing.T, s Subject) {
 		in = e.start(e.connect(name))
 		e.waitFor(name+" to react after a restart", func() bool { return s.Reacted(t, e.admin, run) })
 	})
-}
-
-// nameOf is the identity to build the probe with: the component names
-// itself, so build it once on an admin connection to learn the name.
-func nameOf(t *testing.T, s Subject, e *env) string {
-	c, cleanup := s.New(t, e.admin)
-	if cleanup != nil {
-		defer cleanup()
-	}
-	return c.Name()
 }
 
 func (e *env) with(t *testing.T) *env {
