@@ -65,7 +65,10 @@ func TestUpRunsVerifyFastOnFinalAnswers(t *testing.T) {
 	))
 	t.Setenv("NATS_URL", "")
 	addr := bustest.FreeAddr(t)
-	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--log-level", "warn")
+	// No agent: the test plays it. A real agent would take the task and
+	// make a model call of its own on the scripted server, racing the
+	// three phases counted below.
+	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--no-sandboxd", "--no-agent", "--log-level", "warn")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 	b := bustest.Connect(t, "nats://"+addr, bus.Options{Source: catalog.ComponentAgent, CredsFile: identityFile(auth.Admin)}) // plays the cli and the agent
 	ctx := context.Background()
