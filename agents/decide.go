@@ -401,11 +401,18 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 		if l := v.lastStep(); v.finished != nil || (l != nil && l.data.Step >= n) {
 			return false, nil // someone else went on
 		}
-		if t, ok, err := a.recorded(ctx, v, callID); err != nil {
+		switch t, ok, err := a.recorded(ctx, v, callID); {
+		case err != nil:
 			return false, err
-		} else if ok {
+		case ok:
 			text = t
-		} else {
+		case v.asked[callID]:
+			// The client records its calls, and this reply's record was
+			// not stored (the bus refused it beyond its publish budget).
+			// A step taken from it would rest on a reply nobody can see
+			// or replay: fail, and the redelivered step calls again.
+			return false, fmt.Errorf("step %d: the model's reply (call %s) could not be recorded on the bus; the step is retried", n, callID)
+		default:
 			text = resp.Text // the client records nothing
 		}
 	}

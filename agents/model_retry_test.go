@@ -3,10 +3,15 @@ package agents
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
@@ -138,5 +143,55 @@ func TestCancelInterruptsModelCall(t *testing.T) {
 	}
 	if n := h.model.InFlight(); n != 0 {
 		t.Errorf("%d model requests still in flight", n)
+	}
+}
+
+// TestLostReplyRecordRetriesTheStep: the model answered but its
+// vera.model.responded could not be stored (the recorder's publish
+// failed: here it is dropped, as when the bus refuses it beyond its
+// budget). The agent does not act on a reply that is not in the record:
+// the step fails, is retried, the model is called again, and the step the
+// run shows rests on a recorded reply.
+func TestLostReplyRecordRetriesTheStep(t *testing.T) {
+	h := newHarness(t, scriptedmodel.WithRules(
+		byStep(map[int]string{1: reply(submitAns("recorded"), "RESOLVED")}),
+	))
+	var dropped atomic.Int32
+	a := h.newAgent("a1", func(c *Config) {
+		c.Models = func(run string, mc catalog.ModelConfig) (llm.Completer, error) {
+			b := bustest.Connect(h.t, h.url, bus.Options{Source: "agents", ReadOnly: true})
+			real := llmbus.New(b, llmbus.Options{Logger: bustest.Logger(h.t)})
+			cfg := llmbus.Config(mc)
+			cfg.Recorder = llm.RecorderFunc{
+				OnRequested: real.Requested,
+				OnResponded: func(ctx context.Context, rec llm.CallRecord, resp llm.Response, err error) {
+					if err == nil && dropped.CompareAndSwap(0, 1) {
+						return // the first reply's record is lost
+					}
+					real.Responded(ctx, rec, resp, err)
+				},
+			}
+			c, err := llm.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			h.t.Cleanup(c.Close)
+			return c, nil
+		}
+	})
+	h.start(a)
+	h.submit("run-lost-reply", catalog.RunConfig{})
+	fin := h.waitFinished("run-lost-reply")
+	if fin.Outcome != catalog.OutcomeResolved || fin.Answer != "recorded" {
+		t.Fatalf("finished = %+v", fin)
+	}
+	if dropped.Load() != 1 || h.model.Count() != 2 {
+		t.Fatalf("model called %d times (dropped %d records); want the step retried once", h.model.Count(), dropped.Load())
+	}
+	ds := h.events("run-lost-reply")
+	steps := ofType[*catalog.AgentStep](ds)
+	rs := responses(ds, CallID(1))
+	if len(steps) != 1 || len(rs) != 1 || rs[0].Error != "" {
+		t.Fatalf("%d steps, recorded responses %s", len(steps), dump(rs))
 	}
 }

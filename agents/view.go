@@ -65,6 +65,7 @@ type runView struct {
 	notes    []catalog.NotesAppended
 	policy   map[int][]catalog.PolicyTriggered
 	model    map[string]catalog.ModelResponded // call id → successful agent response
+	asked    map[string]bool                   // call id → a vera.model.requested of the agent is stored
 	audits   []auditRec                        // the agent's vera.audit.requested, in round order
 	judged   map[int]catalog.AuditJudged       // round → the auditor's judgement
 	fbByRnd  map[int]feedbackRec               // round → the auditor's feedback
@@ -87,6 +88,7 @@ func (a *Agent) load(ctx context.Context, runID string) (*runView, error) {
 		evIDs:    map[string]bool{},
 		policy:   map[int][]catalog.PolicyTriggered{},
 		model:    map[string]catalog.ModelResponded{},
+		asked:    map[string]bool{},
 		judged:   map[int]catalog.AuditJudged{},
 		fbByRnd:  map[int]feedbackRec{},
 		state:    ledger.NewState(a.cfg.Policy),
@@ -208,6 +210,10 @@ func (v *runView) apply(ev bus.Event, seq uint64, p catalog.Payload) {
 		v.notes = append(v.notes, *d)
 	case *catalog.PolicyTriggered:
 		v.policy[d.Step] = append(v.policy[d.Step], *d)
+	case *catalog.ModelRequested:
+		if d.Scope == catalog.ScopeAgent {
+			v.asked[d.CallID] = true
+		}
 	case *catalog.ModelResponded:
 		if d.Scope == catalog.ScopeAgent && d.Error == "" {
 			if _, dup := v.model[d.CallID]; !dup {

@@ -19,7 +19,13 @@ const (
 	DefaultDedupWindow    = 2 * time.Minute
 	DefaultMaxMsgSize     = 1 << 20 // 1 MiB: events stay small, big payloads go to blobs
 	DefaultPublishTimeout = 5 * time.Second
-	DefaultPublishRetries = 6
+	// DefaultPublishBudget is how long a publish keeps retrying a
+	// timeout, a missing responder or an unavailable cluster. It is set
+	// well beyond a JetStream leader election (nats-server's followers
+	// call one 4–9 s after the last heartbeat; a lost meta, stream and
+	// consumer leader may be elected one after the other), so that
+	// losing a node of a cluster delays a publish but never fails it.
+	DefaultPublishBudget = 60 * time.Second
 )
 
 // Options configure a connection to the bus. The zero value connects to a
@@ -35,7 +41,13 @@ type Options struct {
 	MaxMsgSize  int32         // largest stored event in bytes
 
 	PublishTimeout time.Duration // per publish attempt
-	PublishRetries int           // attempts after a timeout or a missing responder
+	// PublishBudget is how long a publish keeps retrying (same
+	// Nats-Msg-Id, backoff up to 2 s) after a timeout, a missing
+	// responder or an unavailable cluster before it returns an error;
+	// default DefaultPublishBudget. A shutdown (the context) ends it
+	// sooner. A denial, an invalid event or a fencing conflict is never
+	// retried.
+	PublishBudget time.Duration
 
 	// ReadOnly connects without creating or updating streams (for tools
 	// that only read, and for credentials that may not manage streams).
@@ -72,8 +84,8 @@ func (o *Options) setDefaults() {
 	if o.PublishTimeout <= 0 {
 		o.PublishTimeout = DefaultPublishTimeout
 	}
-	if o.PublishRetries <= 0 {
-		o.PublishRetries = DefaultPublishRetries
+	if o.PublishBudget <= 0 {
+		o.PublishBudget = DefaultPublishBudget
 	}
 	if o.Clock == nil {
 		o.Clock = SystemClock{}

@@ -19,7 +19,7 @@ func TestClusterNodeLossKeepsAcknowledgedEvents(t *testing.T) {
 		t.Skip("cluster test skipped in -short mode")
 	}
 	c := bustest.StartCluster(t, 3)
-	b := bustest.Connect(t, c.URL(), bus.Options{Replicas: 3, PublishTimeout: 2 * time.Second, PublishRetries: 20})
+	b := bustest.Connect(t, c.URL(), bus.Options{Replicas: 3, PublishTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -180,14 +180,24 @@ func (b *Bus) PublishRaw(ctx context.Context, subject, msgID string, data []byte
 	return b.publishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, msgID, publishOptions{})
 }
 
-// publishMsg publishes msg with id as its Nats-Msg-Id.
+// publishMsg publishes msg with id as its Nats-Msg-Id, retrying a
+// retryable failure until the publish budget is spent.
 func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publishOptions) (PubAck, error) {
 	jsOpts := po.jsOpts(id, msg.Subject)
+	began := time.Now()
 	var lastErr error
-	for attempt := 0; attempt <= b.opts.PublishRetries; attempt++ {
+	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			wait := backoff(attempt)
-			b.log.Warn("publish retry", "subject", msg.Subject, "id", id, "attempt", attempt, "wait", wait, "err", lastErr)
+			if time.Since(began)+wait > b.opts.PublishBudget {
+				return PubAck{}, fmt.Errorf("publish %s: not stored after %d attempts in %s (publish budget %s): %w",
+					msg.Subject, attempt, time.Since(began).Round(time.Millisecond), b.opts.PublishBudget, lastErr)
+			}
+			log := b.log.Debug
+			if attempt%5 == 1 {
+				log = b.log.Warn // one line when it starts, then every fifth attempt
+			}
+			log("publish retry", "subject", msg.Subject, "id", id, "attempt", attempt, "wait", wait, "since", time.Since(began).Round(time.Millisecond), "err", lastErr)
 			select {
 			case <-ctx.Done():
 				return PubAck{}, fmt.Errorf("publish %s: %w (last error: %v)", msg.Subject, ctx.Err(), lastErr)
@@ -204,6 +214,9 @@ func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publi
 			return PubAck{}, Permanent(fmt.Errorf("publish %s as %s: %w", msg.Subject, b.opts.Name, denied))
 		}
 		if err == nil {
+			if attempt > 0 {
+				b.log.Info("publish stored after retries", "subject", msg.Subject, "id", id, "attempts", attempt+1, "after", time.Since(began).Round(time.Millisecond))
+			}
 			return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 		}
 		if ce := conflict(err, po); ce != nil {
@@ -221,7 +234,6 @@ func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publi
 		}
 		lastErr = err
 	}
-	return PubAck{}, fmt.Errorf("publish %s: gave up after %d attempts: %w", msg.Subject, b.opts.PublishRetries+1, lastErr)
 }
 
 // PublishBatch publishes events asynchronously and waits for every ack.
@@ -249,15 +261,18 @@ func (b *Bus) publishAsync(ctx context.Context, msgs []*nats.Msg, ids []string) 
 		pending[i] = i
 	}
 	var lastErr error
+	began := time.Now()
 	for attempt := 0; len(pending) > 0; attempt++ {
-		if attempt > b.opts.PublishRetries {
-			return acks, fmt.Errorf("publish batch: %d of %d events unacknowledged after %d attempts: %w", len(pending), len(msgs), attempt, lastErr)
-		}
 		if attempt > 0 {
+			wait := backoff(attempt)
+			if time.Since(began)+wait > b.opts.PublishBudget {
+				return acks, fmt.Errorf("publish batch: %d of %d events not stored after %d attempts in %s (publish budget %s): %w",
+					len(pending), len(msgs), attempt, time.Since(began).Round(time.Millisecond), b.opts.PublishBudget, lastErr)
+			}
 			select {
 			case <-ctx.Done():
 				return acks, fmt.Errorf("publish batch: %w", ctx.Err())
-			case <-time.After(backoff(attempt)):
+			case <-time.After(wait):
 			}
 		}
 		futures := make([]jetstream.PubAckFuture, len(pending))
@@ -309,6 +324,7 @@ func retryable(err error) bool {
 		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected) ||
 		isAPIErrorCode(err, 10008) // JetStream cluster temporarily unavailable
 }
 

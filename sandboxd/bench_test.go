@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/sandboxd"
 )
@@ -31,8 +32,22 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
+// BenchmarkRoundTripCluster is BenchmarkRoundTrip on an in-process
+// 3-node cluster with R3 streams (every event stored by a majority).
+//
+//	VERA_TEST_LOG= go test ./sandboxd -run '^$' -bench RoundTripCluster -benchtime 200x
+func BenchmarkRoundTripCluster(b *testing.B) {
+	c := bustest.StartCluster(b, 3)
+	bb := bustest.Connect(b, c.URL(), bus.Options{Replicas: 3})
+	f := newFixtureOn(b, c.URL(), bb, nil, true)
+	benchRoundTripOn(b, f, "true")
+}
+
 func benchRoundTrip(b *testing.B, command string) {
-	f := newFixtureOpts(b, nil, true)
+	benchRoundTripOn(b, newFixtureOpts(b, nil, true), command)
+}
+
+func benchRoundTripOn(b *testing.B, f *fixture, command string) {
 	run := f.run("rt")
 	ctx := context.Background()
 

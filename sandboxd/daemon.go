@@ -37,7 +37,8 @@ type Daemon struct {
 	bg        sync.WaitGroup // log followers and the event watcher
 	bgCtx     context.Context
 	bgCancel  context.CancelFunc
-	following map[string]bool // container id → a log follower runs
+	following map[string]bool  // container id → a log follower runs
+	runOnBus  map[string]*bool // run id → whether the stream has it (for Docker events of runs not loaded)
 }
 
 // runState is what the daemon knows of one run, rebuilt from the stream.
@@ -59,6 +60,7 @@ type runState struct {
 	startAt  map[string]time.Time // request id → its tool.started's started_at
 	finished map[string]bool
 	inflight map[string]bool            // request id → being handled by this daemon now
+	unsent   map[string]*unsentResult   // request id → a result whose publish failed, sent again on redelivery
 	requests map[string]recordedRequest // request id → the request, for recovery
 
 	active sync.RWMutex // read: a request is being handled; write: the run's containers are removed
@@ -69,6 +71,15 @@ type runState struct {
 	ctl       sync.Mutex // guards ended and interrupt, never held long
 	ended     bool
 	interrupt chan struct{}
+}
+
+// unsentResult is the outcome of a command that ran but whose events could
+// not be stored (the bus was unreachable beyond the publish budget). The
+// request's redelivery to this daemon publishes it, rather than reporting
+// the command as interrupted or running it again.
+type unsentResult struct {
+	facts []bus.Event // events to store before the result (ids derived: sent twice, stored once)
+	tf    catalog.ToolFinished
 }
 
 // recordedRequest is a tool request as stored.
@@ -88,7 +99,7 @@ func New(b *bus.Bus, docker *client.Client, cfg Config) (*Daemon, error) {
 	}
 	return &Daemon{
 		cfg: cfg, bus: b, docker: docker, log: cfg.Logger,
-		runs: map[string]*runState{}, following: map[string]bool{},
+		runs: map[string]*runState{}, following: map[string]bool{}, runOnBus: map[string]*bool{},
 	}, nil
 }
 
@@ -155,7 +166,7 @@ func (d *Daemon) run(id string) *runState {
 	d.mu.Lock()
 	rs := d.runs[id]
 	if rs == nil {
-		rs = &runState{id: id, started: map[string]bool{}, startAt: map[string]time.Time{}, finished: map[string]bool{}, inflight: map[string]bool{},
+		rs = &runState{id: id, started: map[string]bool{}, startAt: map[string]time.Time{}, finished: map[string]bool{}, inflight: map[string]bool{}, unsent: map[string]*unsentResult{},
 			requests: map[string]recordedRequest{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
 		d.runs[id] = rs
 	}
@@ -329,6 +340,10 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	}
 	defer rs.release(req.RequestID)
 	log := d.log.With("run", rs.id, "request", req.RequestID)
+	if u := rs.takeUnsent(req.RequestID); u != nil {
+		log.Info("publishing the result of a command that ran before the bus failed us")
+		return d.finishWith(ctx, rs, m.Event, req, u.facts, u.tf)
+	}
 	token := fileToken(req.RequestID)
 	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
 	finish := func(tf catalog.ToolFinished) error { return d.finish(ctx, rs, m.Event, req, tf) }
@@ -377,7 +392,6 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	}
 	stdout := newCapture(filepath.Join(spool, token+".stdout"), d.cfg.HeadBytes, d.cfg.TailBytes, d.cfg.SpoolMax)
 	stderr := newCapture(filepath.Join(spool, token+".stderr"), d.cfg.HeadBytes, d.cfg.TailBytes, d.cfg.SpoolMax)
-	var startErr error
 	user := d.cfg.User
 	if d.labFor(rs) {
 		user = "0:0"
@@ -392,24 +406,31 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	res := d.execute(ctx, execRequest{
 		box: b, user: user, command: req.Command, cwd: cwd, env: req.Env, timeout: timeout, token: token,
 		stdout: stdout, stderr: stderr, interrup: rs.interrupt,
-		started: func(execID string, at time.Time) {
+		started: func(execID string, at time.Time) error {
+			// The id derives from the request: a redelivery that stores
+			// it again (the first ack was lost) stores it once.
 			ev, err := d.bus.Events.New(rs.id, catalog.ToolStarted{RequestID: req.RequestID, Container: b.name, ContainerID: b.id, ExecID: execID, StartedAt: at}, bus.ReactionTo(m.Event, "started"))
 			if err == nil {
 				_, err = d.bus.Publish(ctx, ev)
 			}
-			if err == nil {
-				rs.mu.Lock()
-				rs.started[req.RequestID] = true
-				rs.mu.Unlock()
+			if err != nil {
+				return err
 			}
-			startErr = err
+			rs.mu.Lock()
+			rs.started[req.RequestID] = true
+			rs.mu.Unlock()
+			return nil
 		},
 	})
-	if startErr != nil {
-		log.Error("could not record tool.started", "err", startErr)
-	}
 	_ = stdout.close()
 	_ = stderr.close()
+	if res.notStarted != nil {
+		// Not run: the request is retried when it is redelivered.
+		log.Warn("tool.started could not be stored; the command was not started", "err", res.notStarted)
+		_ = os.Remove(stdout.path)
+		_ = os.Remove(stderr.path)
+		return fmt.Errorf("record tool.started of %s (the command was not started): %w", req.RequestID, res.notStarted)
+	}
 	tf := catalog.ToolFinished{
 		ExitCode: res.exitCode, DurationMS: res.duration.Milliseconds(), TimedOut: res.timedOut, Interrupted: res.interrupted,
 		Stdout: d.outputOf(ctx, stdout), Stderr: d.outputOf(ctx, stderr), CwdAfter: cwd,
@@ -430,30 +451,56 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 		tf.CwdAfter = res.state.cwd
 		tf.Exports = exportsOf(before, res.state.env)
 	}
+	var facts []bus.Event
 	if res.stateErr != nil {
 		// The previous state stays (cwd_after is the request's cwd, no
 		// exports); the run records that this command did not report one.
 		log.Warn("shell state not reported; the previous state stays", "reason", res.stateErr)
-		d.stateNotReported(ctx, rs, m.Event, b, req.RequestID, cwd, res)
+		if ev, err := d.stateNotReported(rs, m.Event, b, req.RequestID, cwd, res); err == nil {
+			facts = append(facts, ev)
+		} else {
+			log.Warn("record that the shell state was not reported", "err", err)
+		}
 	}
 	log.Info("command finished", "exit", tf.ExitCode, "duration_ms", tf.DurationMS, "timed_out", tf.TimedOut,
 		"stdout_bytes", tf.Stdout.Bytes, "stderr_bytes", tf.Stderr.Bytes)
-	return finish(tf)
+	return d.finishWith(ctx, rs, m.Event, req, facts, tf)
 }
 
 // finish publishes the request's result, with an id derived from the
 // request event so that reporting twice stores it once.
 func (d *Daemon) finish(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested, tf catalog.ToolFinished) error {
+	return d.finishWith(ctx, rs, cause, req, nil, tf)
+}
+
+// finishWith publishes facts (events about the command, stored before its
+// result) and then the result. When the bus cannot store them within the
+// publish budget the handler fails, so that the request is redelivered;
+// the result is kept, and the redelivery publishes it instead of treating
+// the command as cut off.
+func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested, facts []bus.Event, tf catalog.ToolFinished) error {
 	tf.RequestID, tf.Requester = req.RequestID, req.Requester
 	ev, err := d.bus.Events.New(rs.id, tf, bus.ReactionTo(cause, "finished"))
 	if err != nil {
 		return bus.Permanent(err)
 	}
+	keep := func(err error) error {
+		rs.mu.Lock()
+		rs.unsent[req.RequestID] = &unsentResult{facts: facts, tf: tf}
+		rs.mu.Unlock()
+		return err
+	}
+	for _, f := range facts {
+		if _, err := d.bus.Publish(ctx, f); err != nil {
+			return keep(fmt.Errorf("publish %s of %s: %w", f.Type, req.RequestID, err))
+		}
+	}
 	if _, err := d.bus.Publish(ctx, ev); err != nil {
-		return fmt.Errorf("publish tool.finished of %s: %w", req.RequestID, err)
+		return keep(fmt.Errorf("publish tool.finished of %s: %w", req.RequestID, err))
 	}
 	rs.mu.Lock()
 	rs.finished[req.RequestID] = true
+	delete(rs.unsent, req.RequestID)
 	rs.mu.Unlock()
 	token := fileToken(req.RequestID)
 	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
@@ -480,7 +527,7 @@ func (d *Daemon) reportInterrupted(ctx context.Context, rs *runState, cause bus.
 	stdout, stderr := d.spooled(ctx, filepath.Join(d.cfg.SpoolDir, rs.id), token)
 	d.log.Warn("request was cut off by a daemon crash; reported as interrupted, not run again", "run", rs.id, "request", req.RequestID)
 	return d.finish(ctx, rs, cause, req, catalog.ToolFinished{ExitCode: -1, Interrupted: true, Stdout: stdout, Stderr: stderr,
-		Error: "sandboxd stopped while the command ran; it was not run again"})
+		Error: "sandboxd stopped after the command's start was recorded (it ran in part, in full or not at all); it was not run again"})
 }
 
 // recoverRun reports, right at start, every request of the run that a
@@ -564,20 +611,23 @@ func (d *Daemon) killLeftover(ctx context.Context, runID string, r role, token s
 	d.killCommand(ctx, &box{name: name, id: info.ID}, token, since)
 }
 
-// stateNotReported records on the run that a command's shell did not
-// report its state (vera.container.event, action vera_state_not_reported),
-// with an id derived from the request so that reporting twice stores it
-// once.
-func (d *Daemon) stateNotReported(ctx context.Context, rs *runState, cause bus.Event, b *box, requestID, cwd string, res execResult) {
+// stateNotReported builds the event that records on the run that a
+// command's shell did not report its state (vera.container.event, action
+// vera_state_not_reported), with an id derived from the request so that
+// reporting twice stores it once.
+func (d *Daemon) stateNotReported(rs *runState, cause bus.Event, b *box, requestID, cwd string, res execResult) (bus.Event, error) {
 	t := d.cfg.Clock.Now()
-	ev, err := d.bus.Events.New(rs.id, catalog.ContainerEvent{
+	return d.bus.Events.New(rs.id, catalog.ContainerEvent{
 		Container: b.name, ContainerID: b.id, Action: "vera_state_not_reported", Time: t,
 		Attributes: map[string]string{"request_id": requestID, "exit_code": fmt.Sprint(res.exitCode), "reason": res.stateErr.Error(), "cwd_kept": cwd},
 	}, bus.ReactionTo(cause, "state-not-reported"), bus.WithTime(t))
-	if err == nil {
-		_, err = d.bus.Publish(ctx, ev)
-	}
-	if err != nil {
-		d.log.Warn("record that the shell state was not reported", "run", rs.id, "request", requestID, "err", err)
-	}
+}
+
+// takeUnsent returns and forgets the kept result of a request, if any.
+func (rs *runState) takeUnsent(id string) *unsentResult {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	u := rs.unsent[id]
+	delete(rs.unsent, id)
+	return u
 }

@@ -112,17 +112,20 @@ func fileToken(requestID string) string {
 var volatileVars = map[string]bool{"PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
 
 type execRequest struct {
-	box      *box
-	user     string
-	command  string
-	cwd      string
-	env      map[string]string
-	timeout  time.Duration
-	token    string
-	stdout   *capture
-	stderr   *capture
-	started  func(execID string, at time.Time) // called once the command runs
-	interrup <-chan struct{}                   // closed to interrupt the command
+	box     *box
+	user    string
+	command string
+	cwd     string
+	env     map[string]string
+	timeout time.Duration
+	token   string
+	stdout  *capture
+	stderr  *capture
+	// started records the start of the command, after its exec is
+	// created and before it is started. An error leaves the command
+	// unstarted: execute returns at once with notStarted set.
+	started  func(execID string, at time.Time) error
+	interrup <-chan struct{} // closed to interrupt the command
 }
 
 type execResult struct {
@@ -130,6 +133,7 @@ type execResult struct {
 	duration    time.Duration
 	timedOut    bool
 	interrupted bool
+	notStarted  error // the start could not be recorded: the command never ran
 	state       *shellState
 	stateErr    error // why state is nil when the command ran to an exit
 	err         error
@@ -182,15 +186,20 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 	if err != nil {
 		return execResult{exitCode: -1, err: dockerErr("create exec", err)}
 	}
+	// No effect before its record: the exec exists but runs nothing until
+	// it is started, and it is started only once its tool.started is
+	// stored. (An exec never started is dropped with its container.)
+	if r.started != nil {
+		if err := r.started(created.ID, d.cfg.Clock.Now()); err != nil {
+			return execResult{exitCode: -1, notStarted: err}
+		}
+	}
 	attach, err := d.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
 		return execResult{exitCode: -1, err: dockerErr("start exec", err)}
 	}
 	defer attach.Close()
 	start := time.Now()
-	if r.started != nil {
-		r.started(created.ID, d.cfg.Clock.Now())
-	}
 	statePath := filepath.Join(r.box.stateDir, nonce)
 	if r.box.stateDir != "" {
 		defer os.Remove(statePath)
@@ -323,7 +332,9 @@ exit 3`
 // container is restarted: /work survives, the processes do not.
 func (d *Daemon) killCommand(ctx context.Context, b *box, token string, since time.Time) {
 	kill := func() error {
-		_, err := d.execArgs(ctx, b.id, "0:0", "bash", "-c", killScript, "vera-kill", token, strconv.FormatInt(since.UnixMicro(), 10))
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := d.execArgs(kctx, b.id, "0:0", "bash", "-c", killScript, "vera-kill", token, strconv.FormatInt(since.UnixMicro(), 10))
 		return err
 	}
 	err := kill()
@@ -339,9 +350,14 @@ func (d *Daemon) killCommand(ctx context.Context, b *box, token string, since ti
 			for attempt := 0; attempt < 5 && err != nil; attempt++ {
 				err = kill()
 			}
-			if _, uerr := d.docker.ContainerUpdate(ctx, b.id, container.UpdateConfig{Resources: container.Resources{PidsLimit: &limit}}); uerr != nil {
-				d.log.Warn("restore pids limit", "container", b.name, "err", uerr)
+			// Restored on a context of its own: the attempts may have
+			// spent ctx, and a container left with the raised limit
+			// would keep it for the rest of the run.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			if _, uerr := d.docker.ContainerUpdate(uctx, b.id, container.UpdateConfig{Resources: container.Resources{PidsLimit: &limit}}); uerr != nil {
+				d.log.Error("restore the pids limit", "container", b.name, "limit", limit, "err", uerr)
 			}
+			cancel()
 			if err == nil {
 				return
 			}
@@ -349,7 +365,11 @@ func (d *Daemon) killCommand(ctx context.Context, b *box, token string, since ti
 	}
 	d.log.Error("cannot kill the command's processes; restarting the container", "container", b.name, "err", err)
 	timeout := 5
-	if rerr := d.docker.ContainerRestart(ctx, b.id, container.StopOptions{Timeout: &timeout}); rerr != nil {
+	// The attempts above may have spent ctx's time (a fork bomb refills
+	// every pid the raised limit frees): the restart gets its own.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	if rerr := d.docker.ContainerRestart(rctx, b.id, container.StopOptions{Timeout: &timeout}); rerr != nil {
 		d.log.Error("restart container", "container", b.name, "err", rerr)
 	}
 }

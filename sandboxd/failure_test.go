@@ -2,6 +2,7 @@ package sandboxd_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/sandboxd"
@@ -203,5 +206,225 @@ func TestAuditorRequestsRunConcurrently(t *testing.T) {
 	}
 	if n := f.count(run, catalog.TypeToolStarted); n != 8 {
 		t.Errorf("%d tool.started, want 8 (one per request)", n)
+	}
+}
+
+// TestNoCommandBeforeItsStartIsStored: while the stream refuses the
+// request's vera.tool.started, the command does not run (no side effect,
+// no result); once the stream takes it again, the redelivered request
+// runs the command exactly once, its start stored before its result.
+func TestNoCommandBeforeItsStartIsStored(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("order")
+	ctx := context.Background()
+	// The run's tool.started subject holds one event already (another
+	// request's), and the stream is then limited to one message per
+	// subject, new ones refused: the request below is stored (its
+	// subject is empty) but its start cannot be, as when a stream cannot
+	// store during an election.
+	other, err := f.b.Events.New(run, catalog.ToolStarted{RequestID: "other", Container: "c", StartedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Publish(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	js := f.b.JetStream()
+	stream, err := js.Stream(ctx, bus.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := info.Config
+	limited := orig
+	limited.MaxMsgsPerSubject, limited.Discard, limited.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
+	if _, err := js.UpdateStream(ctx, limited); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			if _, err := js.UpdateStream(ctx, orig); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer restore()
+
+	f.request(run, req{id: "once", cmd: "echo ran >> /work/count.txt"})
+	count := filepath.Join(f.workDir(run), "count.txt")
+	// Wait until sandboxd has tried (and failed) to store the start at
+	// least twice: the request was delivered and redelivered.
+	cons, err := js.Consumer(ctx, bus.StreamName, sandboxd.ConsumerRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.NumRedelivered > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the request was never redelivered: %+v", ci)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if data, err := os.ReadFile(count); err == nil {
+		t.Fatalf("the command ran although its start could not be stored: count.txt = %q", data)
+	}
+	if n := f.count(run, catalog.TypeToolFinished); n != 0 {
+		t.Fatalf("%d tool.finished while the start could not be stored", n)
+	}
+
+	restore()
+	tf := f.result(run, "once", 2*time.Minute)
+	if tf.ExitCode != 0 {
+		t.Fatalf("after the stream recovered: %s", summarize(tf))
+	}
+	data, err := os.ReadFile(count)
+	if err != nil || string(data) != "ran\n" {
+		t.Fatalf("count.txt = %q, %v; want the command run exactly once", data, err)
+	}
+	evs, err := f.b.ReadRun(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var startedAt, finishedAt, starts int
+	for i, ev := range evs {
+		var ts catalog.ToolStarted
+		var tfin catalog.ToolFinished
+		switch {
+		case ev.Type == catalog.TypeToolStarted && ev.DecodeData(&ts) == nil && ts.RequestID == "once":
+			starts++
+			startedAt = i
+		case ev.Type == catalog.TypeToolFinished && ev.DecodeData(&tfin) == nil && tfin.RequestID == "once":
+			finishedAt = i
+		}
+	}
+	if starts != 1 || startedAt >= finishedAt {
+		t.Fatalf("tool.started stored %d times, at %d, tool.finished at %d", starts, startedAt, finishedAt)
+	}
+}
+
+// TestResultKeptWhenItCannotBeStored: a command that ran but whose
+// vera.tool.finished the stream refuses is neither run again nor reported
+// as interrupted when its request is redelivered: the result it had is
+// stored once the stream takes it.
+func TestResultKeptWhenItCannotBeStored(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("keep")
+	ctx := context.Background()
+	other, err := f.b.Events.New(run, catalog.ToolFinished{RequestID: "other", ExitCode: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Publish(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	js := f.b.JetStream()
+	stream, err := js.Stream(ctx, bus.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := info.Config
+	limited := orig
+	limited.MaxMsgsPerSubject, limited.Discard, limited.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
+	if _, err := js.UpdateStream(ctx, limited); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			if _, err := js.UpdateStream(ctx, orig); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer restore()
+
+	f.request(run, req{id: "kept", cmd: "echo ran >> /work/count.txt; echo out; exit 7"})
+	count := filepath.Join(f.workDir(run), "count.txt")
+	cons, err := js.Consumer(ctx, bus.StreamName, sandboxd.ConsumerRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.NumRedelivered > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the request was never redelivered: %+v", ci)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	restore()
+	tf := f.result(run, "kept", 2*time.Minute)
+	if tf.ExitCode != 7 || tf.Interrupted || tf.Stdout.Head != "out\n" {
+		t.Fatalf("the kept result was not the command's: %s", summarize(tf))
+	}
+	if data, err := os.ReadFile(count); err != nil || string(data) != "ran\n" {
+		t.Fatalf("count.txt = %q, %v; want the command run exactly once", data, err)
+	}
+}
+
+// TestDockerEventsWhileDownAreRecorded: what happens to a run's container
+// while sandboxd is stopped (here: paused and unpaused by an operator) is
+// recorded when it starts again, from the last Docker event it recorded.
+func TestDockerEventsWhileDownAreRecorded(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("down")
+	f.exec(run, req{cmd: "true"})
+	f.stop()
+	ctx := context.Background()
+	name := sandboxd.ContainerName(run, "agent")
+	if err := f.docker.ContainerPause(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.docker.ContainerUnpause(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // Docker's "since" has one-second steps: the restart is clearly later
+	f.start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		actions := map[string]int{}
+		evs, err := f.b.ReadRun(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			var ce catalog.ContainerEvent
+			if ev.Type == catalog.TypeContainerEvent && ev.DecodeData(&ce) == nil {
+				actions[ce.Action]++
+			}
+		}
+		if actions["pause"] == 1 && actions["unpause"] == 1 {
+			if actions["create"] != 1 || actions["start"] != 1 {
+				t.Fatalf("events before the stop were recorded again or lost: %v", actions)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pause/unpause while sandboxd was down not recorded: %v", actions)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

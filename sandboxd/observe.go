@@ -3,10 +3,14 @@ package sandboxd
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
@@ -23,31 +28,88 @@ import (
 const maxLogLine = 16 << 10
 
 // publishFact publishes an event that mirrors a Docker fact, with an id
-// derived from the fact so that observing it twice stores it once.
-func (d *Daemon) publishFact(ctx context.Context, runID string, t time.Time, key string, p bus.Payload) {
+// derived from the fact so that observing it twice stores it once. It
+// retries for the bus's publish budget; an error means the fact is not
+// stored, and the caller reads it from Docker again later.
+func (d *Daemon) publishFact(ctx context.Context, runID string, t time.Time, key string, p bus.Payload) error {
 	ev, err := d.bus.Events.New(runID, p, bus.WithID(bus.KeyedID(t, key)), bus.WithTime(t))
 	if err == nil {
 		_, err = d.bus.Publish(ctx, ev)
 	}
 	if err != nil && ctx.Err() == nil {
-		d.log.Warn("publish container fact", "run", runID, "type", p.EventType(), "err", err)
+		d.log.Warn("publish container fact; it will be read from Docker again", "run", runID, "type", p.EventType(), "err", err)
 	}
+	return err
+}
+
+// eventCursor is the position of the last Docker event recorded on the
+// bus, kept in the spool directory, so that a restarted daemon (or a
+// reconnected watcher) resumes after it: events that happen while sandboxd
+// is down are recorded when it comes back.
+type eventCursor struct {
+	path string
+	nano int64  // time of the last recorded event, in ns since the epoch
+	key  string // its fact key (events in the same nanosecond are told apart)
+}
+
+const cursorFile = "docker-events.cursor"
+
+// loadCursor reads the cursor, or starts it at now when there is none (a
+// first start records nothing from before it).
+func loadCursor(dir string, now time.Time) *eventCursor {
+	c := &eventCursor{path: filepath.Join(dir, cursorFile), nano: now.UnixNano()}
+	data, err := os.ReadFile(c.path)
+	if err != nil {
+		return c
+	}
+	nano, key, ok := strings.Cut(strings.TrimSpace(string(data)), " ")
+	if n, err := strconv.ParseInt(nano, 10, 64); ok && err == nil && n > 0 {
+		c.nano, c.key = n, key
+	}
+	return c
+}
+
+// since is the cursor in the Docker API's "since" form (seconds with
+// nanoseconds: the event at the cursor itself comes again and is skipped).
+func (c *eventCursor) since() string {
+	return fmt.Sprintf("%d.%09d", c.nano/1e9, c.nano%1e9)
+}
+
+// seen reports whether the event is at or before the cursor.
+func (c *eventCursor) seen(nano int64, key string) bool {
+	return nano < c.nano || (nano == c.nano && key == c.key)
+}
+
+// advance moves the cursor past a recorded event and saves it (write and
+// rename: a crash leaves the old cursor or the new one, and the events
+// between are stored again under their derived ids, once).
+func (c *eventCursor) advance(nano int64, key string) error {
+	c.nano, c.key = nano, key
+	tmp := c.path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(nano, 10)+" "+key+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.path)
 }
 
 // watchDockerEvents turns Docker events of sandbox containers into
-// vera.container.event, reconnecting when Docker goes away.
+// vera.container.event, from the last event recorded before (see
+// eventCursor), reconnecting when Docker goes away or an event cannot be
+// stored.
 func (d *Daemon) watchDockerEvents(ctx context.Context) {
-	since := d.cfg.Clock.Now()
+	cur := loadCursor(d.cfg.SpoolDir, d.cfg.Clock.Now())
 	wait, failing := time.Second, false
 	for ctx.Err() == nil {
-		msgs, errs := d.docker.Events(ctx, events.ListOptions{
-			Since:   strconv.FormatInt(since.Unix(), 10),
+		wctx, cancel := context.WithCancel(ctx)
+		msgs, errs := d.docker.Events(wctx, events.ListOptions{
+			Since:   cur.since(),
 			Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("label", LabelManaged+"=true")),
 		})
 	loop:
 		for {
 			select {
 			case <-ctx.Done():
+				cancel()
 				return
 			case err := <-errs:
 				if ctx.Err() == nil && !failing {
@@ -60,24 +122,33 @@ func (d *Daemon) watchDockerEvents(ctx context.Context) {
 					d.log.Info("Docker event stream restored")
 					failing, wait = false, time.Second
 				}
-				t := time.Unix(0, m.TimeNano).UTC()
-				since = t
-				runID := m.Actor.Attributes[LabelRun]
-				if runID == "" || !d.knownRun(runID) {
-					continue // another daemon's (another bus's) container
+				key := fmt.Sprintf("docker|%s|%s|%d", m.Actor.ID, m.Action, m.TimeNano)
+				if cur.seen(m.TimeNano, key) {
+					continue
 				}
-				action, _, _ := strings.Cut(string(m.Action), ":")
-				attrs := map[string]string{}
-				for k, v := range m.Actor.Attributes {
-					if !strings.HasPrefix(k, "vera.") {
-						attrs[k] = v
+				t := time.Unix(0, m.TimeNano).UTC()
+				runID := m.Actor.Attributes[LabelRun]
+				if runID != "" && d.ourRun(ctx, runID) {
+					action, _, _ := strings.Cut(string(m.Action), ":")
+					attrs := map[string]string{}
+					for k, v := range m.Actor.Attributes {
+						if !strings.HasPrefix(k, "vera.") {
+							attrs[k] = v
+						}
+					}
+					if err := d.publishFact(ctx, runID, t, key, catalog.ContainerEvent{
+						Container: m.Actor.Attributes["name"], ContainerID: m.Actor.ID, Action: action, Attributes: attrs, Time: t,
+					}); err != nil {
+						failing = true // read it again from the cursor
+						break loop
 					}
 				}
-				d.publishFact(ctx, runID, t, fmt.Sprintf("docker|%s|%s|%d", m.Actor.ID, m.Action, m.TimeNano), catalog.ContainerEvent{
-					Container: m.Actor.Attributes["name"], ContainerID: m.Actor.ID, Action: action, Attributes: attrs, Time: t,
-				})
+				if err := cur.advance(m.TimeNano, key); err != nil {
+					d.log.Warn("save the Docker event cursor", "path", cur.path, "err", err)
+				}
 			}
 		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			return
@@ -89,7 +160,9 @@ func (d *Daemon) watchDockerEvents(ctx context.Context) {
 
 // followLogs streams the container's own stdout/stderr into
 // vera.container.log, once per container, from after the last line already
-// on the stream.
+// on the stream. A line that cannot be stored stops the stream; it is
+// followed again after a pause from the last stored line, so that a bus
+// outage delays the lines and loses none (Docker keeps them).
 func (d *Daemon) followLogs(b *box, runID string) {
 	d.mu.Lock()
 	if d.following[b.id] || d.bgCtx == nil {
@@ -103,66 +176,94 @@ func (d *Daemon) followLogs(b *box, runID string) {
 		defer d.bg.Done()
 		defer func() { d.mu.Lock(); delete(d.following, b.id); d.mu.Unlock() }()
 		ctx := d.bgCtx
-		var after time.Time
-		if evs, err := d.lastLogTime(ctx, runID, b.id); err == nil {
-			after = evs
-		}
-		opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Timestamps: true}
-		if !after.IsZero() {
-			opts.Since = strconv.FormatInt(after.Unix(), 10)
-		}
-		rc, err := d.docker.ContainerLogs(ctx, b.id, opts)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.log.Warn("follow container logs", "container", b.name, "err", err)
+		wait := time.Second
+		for d.followLogsOnce(ctx, b, runID) && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
 			}
-			return
-		}
-		defer rc.Close()
-		outR, outW := io.Pipe()
-		errR, errW := io.Pipe()
-		done := make(chan struct{}, 2)
-		lines := func(r io.Reader, stream catalog.StreamName) {
-			defer func() { done <- struct{}{} }()
-			sc := bufio.NewScanner(r)
-			sc.Buffer(make([]byte, 64<<10), 4<<20)
-			n := 0
-			for sc.Scan() {
-				n++
-				ts, text, ok := strings.Cut(sc.Text(), " ")
-				t, err := time.Parse(time.RFC3339Nano, ts)
-				if !ok || err != nil {
-					t, text = d.cfg.Clock.Now(), sc.Text()
-				}
-				if !t.After(after) {
-					continue
-				}
-				truncated := false
-				if len(text) > maxLogLine {
-					text, truncated = text[:maxLogLine], true
-				}
-				text = strings.ToValidUTF8(text, string(utf8.RuneError))
-				d.publishFact(ctx, runID, t, fmt.Sprintf("log|%s|%s|%s|%s", b.id, stream, ts, text), catalog.ContainerLog{
-					Container: b.name, ContainerID: b.id, Stream: stream, Line: text, Truncated: truncated, Time: t.UTC(),
-				})
-			}
-			io.Copy(io.Discard, r)
-		}
-		go lines(outR, catalog.StreamStdout)
-		go lines(errR, catalog.StreamStderr)
-		_, err = stdcopy.StdCopy(outW, errW, rc)
-		outW.Close()
-		errW.Close()
-		<-done
-		<-done
-		if err != nil && ctx.Err() == nil {
-			d.log.Debug("container log stream ended", "container", b.name, "err", err)
+			wait = min(2*wait, 30*time.Second)
 		}
 	}()
 }
 
+// followLogsOnce follows the container's logs until they end, and
+// reports whether it stopped because a line could not be stored.
+func (d *Daemon) followLogsOnce(ctx context.Context, b *box, runID string) (retry bool) {
+	var after time.Time
+	last, err := d.lastLogTime(ctx, runID, b.id)
+	switch {
+	case err == nil:
+		after = last
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		// Without the resume point every line would be sent again (stored
+		// once within the dedup window, twice after it): wait instead.
+		if ctx.Err() == nil {
+			d.log.Warn("read the last container log line; retrying", "container", b.name, "err", err)
+		}
+		return true
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Timestamps: true}
+	if !after.IsZero() {
+		opts.Since = strconv.FormatInt(after.Unix(), 10)
+	}
+	rc, err := d.docker.ContainerLogs(ctx, b.id, opts)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("follow container logs", "container", b.name, "err", err)
+		}
+		return false
+	}
+	defer rc.Close()
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	done := make(chan struct{}, 2)
+	var failed atomic.Bool
+	lines := func(r io.Reader, stream catalog.StreamName) {
+		defer func() { done <- struct{}{} }()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() && !failed.Load() {
+			ts, text, ok := strings.Cut(sc.Text(), " ")
+			t, err := time.Parse(time.RFC3339Nano, ts)
+			if !ok || err != nil {
+				t, text = d.cfg.Clock.Now(), sc.Text()
+			}
+			if !t.After(after) {
+				continue
+			}
+			truncated := false
+			if len(text) > maxLogLine {
+				text, truncated = text[:maxLogLine], true
+			}
+			text = strings.ToValidUTF8(text, string(utf8.RuneError))
+			if err := d.publishFact(ctx, runID, t, fmt.Sprintf("log|%s|%s|%s|%s", b.id, stream, ts, text), catalog.ContainerLog{
+				Container: b.name, ContainerID: b.id, Stream: stream, Line: text, Truncated: truncated, Time: t.UTC(),
+			}); err != nil {
+				failed.Store(true)
+				cancel() // ends the log stream; followed again from the last stored line
+			}
+		}
+		io.Copy(io.Discard, r)
+	}
+	go lines(outR, catalog.StreamStdout)
+	go lines(errR, catalog.StreamStderr)
+	_, err = stdcopy.StdCopy(outW, errW, rc)
+	outW.Close()
+	errW.Close()
+	<-done
+	<-done
+	if err != nil && ctx.Err() == nil {
+		d.log.Debug("container log stream ended", "container", b.name, "err", err)
+	}
+	return failed.Load()
+}
+
 // lastLogTime is the time of the last container.log line of the container
-// already on the stream.
+// already on the stream (zero when the last line is another container's
+// or unreadable; jetstream.ErrMsgNotFound when there is none).
 func (d *Daemon) lastLogTime(ctx context.Context, runID, containerID string) (time.Time, error) {
 	var last time.Time
 	subj, err := bus.Subject(runID, catalog.TypeContainerLog)
@@ -179,11 +280,11 @@ func (d *Daemon) lastLogTime(ctx context.Context, runID, containerID string) (ti
 	}
 	ev, err := bus.ParseEvent(msg.Data)
 	if err != nil {
-		return last, err
+		return last, nil // unreadable: start from the beginning
 	}
 	var l catalog.ContainerLog
 	if err := ev.DecodeData(&l); err != nil || l.ContainerID != containerID {
-		return last, err
+		return last, nil
 	}
 	return l.Time, nil
 }
@@ -224,11 +325,36 @@ func (d *Daemon) reapOrphans(ctx context.Context) {
 	}
 }
 
-// knownRun reports whether the run is one of this daemon's.
-func (d *Daemon) knownRun(runID string) bool {
+// ourRun reports whether the run is one of this bus's: one this daemon
+// handles now, or one with events on the stream (a run whose container
+// changed while the daemon was down). Containers of other buses' runs
+// (another VERA on the same Docker host) are not.
+func (d *Daemon) ourRun(ctx context.Context, runID string) bool {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.runs[runID] != nil
+	known, cached := d.runs[runID] != nil, d.runOnBus[runID]
+	d.mu.Unlock()
+	if known {
+		return true
+	}
+	if cached != nil {
+		return *cached
+	}
+	subj, err := bus.FilterSubject(runID, "")
+	if err != nil {
+		return false
+	}
+	seq, err := d.bus.LastSequence(ctx, subj)
+	if err != nil {
+		return true // cannot tell: record it (the id is derived, so at most once)
+	}
+	ours := seq > 0
+	d.mu.Lock()
+	if len(d.runOnBus) > 10000 {
+		clear(d.runOnBus)
+	}
+	d.runOnBus[runID] = &ours
+	d.mu.Unlock()
+	return ours
 }
 
 func (d *Daemon) runEnded(ctx context.Context, runID string) (bool, error) {

@@ -9,7 +9,6 @@ import (
 
 	"encoding/json"
 	"fmt"
-	"go.uber.org/goleak"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
@@ -48,9 +49,15 @@ func newFixture(t *testing.T, mutate func(*sandboxd.Config)) *fixture {
 
 func newFixtureOpts(t testing.TB, mutate func(*sandboxd.Config), startDaemon bool) *fixture {
 	t.Helper()
+	srv, b := bustest.New(t)
+	return newFixtureOn(t, srv.ClientURL(), b, mutate, startDaemon)
+}
+
+// newFixtureOn is newFixtureOpts on a given bus (url is its server's).
+func newFixtureOn(t testing.TB, url string, b *bus.Bus, mutate func(*sandboxd.Config), startDaemon bool) *fixture {
+	t.Helper()
 	docker := dockertest.Client(t)
 	img := imagetest.Ensure(t)
-	srv, b := bustest.New(t)
 	root := t.TempDir()
 	cfg := sandboxd.Config{
 		Image: img, WorkRoot: filepath.Join(root, "runs"), SpoolDir: filepath.Join(root, "spool"),
@@ -61,7 +68,7 @@ func newFixtureOpts(t testing.TB, mutate func(*sandboxd.Config), startDaemon boo
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	f := &fixture{t: t, b: b, url: srv.ClientURL(), docker: docker, image: img, root: root, cfg: cfg}
+	f := &fixture{t: t, b: b, url: url, docker: docker, image: img, root: root, cfg: cfg}
 	if startDaemon {
 		f.start()
 	} else {
@@ -463,6 +470,10 @@ while True:
 	tf = f.exec(run, req{cmd: "echo alive"})
 	if tf.Stdout.Head != "alive\n" {
 		t.Fatalf("sandbox dead after the fork bomb: %s", summarize(tf))
+	}
+	// Whatever it took to kill the bomb, the pids limit is the run's again.
+	if info, err := f.docker.ContainerInspect(context.Background(), sandboxd.ContainerName(run, "agent")); err != nil || info.HostConfig.PidsLimit == nil || *info.HostConfig.PidsLimit != 256 {
+		t.Fatalf("pids limit after the fork bomb: %v, %v", info.HostConfig.PidsLimit, err)
 	}
 	// A memory bomb: the memory limit kills it.
 	tf = f.exec(run, req{cmd: `python3 -c 'a=[]

@@ -112,7 +112,7 @@ func TestComponentsPublishExactlyTheirTypes(t *testing.T) {
 	identities := append(catalog.Components(), auth.Reader, auth.Ext)
 	want := map[string]int{} // subject count expected in the stream per run
 	for _, name := range identities {
-		b := bustest.ConnectAs(t, s.ClientURL(), store, name, bus.Options{PublishRetries: 1, PublishTimeout: 3 * time.Second})
+		b := bustest.ConnectAs(t, s.ClientURL(), store, name, bus.Options{PublishBudget: time.Second, PublishTimeout: 3 * time.Second})
 		produces := catalog.ProducedBy(name)
 		run := "perm-" + strings.ReplaceAll(name, ".", "-")
 		for _, typ := range catalog.Types() {
@@ -162,7 +162,7 @@ func TestReaderReadsAndCannotPublish(t *testing.T) {
 	if _, err := admin.Publish(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	reader := bustest.ConnectAs(t, s.ClientURL(), store, auth.Reader, bus.Options{ReadOnly: true, PublishRetries: 1})
+	reader := bustest.ConnectAs(t, s.ClientURL(), store, auth.Reader, bus.Options{ReadOnly: true, PublishBudget: time.Second})
 	evs, err := reader.ReadRun(ctx, "r1")
 	if err != nil || len(evs) != 1 || evs[0].ID != ev.ID {
 		t.Fatalf("reader reads run r1: %v %v", evs, err)
@@ -234,7 +234,7 @@ func TestReaderReadsAndCannotPublish(t *testing.T) {
 func TestExtPublishesOnlyUnderExt(t *testing.T) {
 	s, store, admin := bustest.NewSecure(t)
 	ctx := ctxT(t, time.Minute)
-	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishRetries: 1})
+	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishBudget: time.Second})
 	ev, err := ext.Events.NewRaw("x", "vera.ext.demo", json.RawMessage(`{"hello":"world"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestIssuedIdentityTakesEffectOnReload(t *testing.T) {
 		t.Fatalf("a new identity before the reload: %v", err)
 	}
 	reload(t, s, store)
-	tool := bustest.Connect(t, s.ClientURL(), bus.Options{CredsFile: path, Source: "mytool", ReadOnly: true, PublishRetries: 1})
+	tool := bustest.Connect(t, s.ClientURL(), bus.Options{CredsFile: path, Source: "mytool", ReadOnly: true, PublishBudget: time.Second})
 	ev, _ := tool.Events.NewRaw("t1", "vera.ext.scan", json.RawMessage(`{}`))
 	if _, err := tool.Publish(ctx, ev); err != nil {
 		t.Fatal(err)
@@ -361,7 +361,7 @@ func TestConfigBlockIsTheSamePermissions(t *testing.T) {
 	defer s.Shutdown()
 	ctx := ctxT(t, time.Minute)
 	admin := bustest.ConnectAs(t, s.ClientURL(), store, auth.Admin, bus.Options{})
-	agent := bustest.ConnectAs(t, s.ClientURL(), store, catalog.ComponentAgent, bus.Options{PublishRetries: 1})
+	agent := bustest.ConnectAs(t, s.ClientURL(), store, catalog.ComponentAgent, bus.Options{PublishBudget: time.Second})
 	if _, err := agent.Publish(ctx, exampleEvent(t, agent, "c1", catalog.TypeToolRequested)); err != nil {
 		t.Fatalf("agent publishing tool.requested on a server run from the config: %v", err)
 	}
@@ -377,7 +377,7 @@ func TestConfigBlockIsTheSamePermissions(t *testing.T) {
 func TestExtCannotForgeATypeInTheEnvelope(t *testing.T) {
 	s, store, admin := bustest.NewSecure(t)
 	ctx := ctxT(t, time.Minute)
-	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishRetries: 1})
+	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishBudget: time.Second})
 	forged := exampleEvent(t, ext, "x", catalog.TypeToolFinished)
 	raw, err := forged.Marshal()
 	if err != nil {

@@ -32,8 +32,11 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultThreshold      = 16 << 10
-	DefaultPublishTimeout = 30 * time.Second
+	DefaultThreshold = 16 << 10
+	// DefaultPublishTimeout is longer than the bus's own publish budget
+	// (bus.DefaultPublishBudget), which is what bounds a publish that
+	// waits out a leader election.
+	DefaultPublishTimeout = 90 * time.Second
 	// maxErrorBytes caps the error text carried by vera.model.responded.
 	maxErrorBytes = 4 << 10
 )
@@ -45,7 +48,7 @@ type Options struct {
 	Threshold int
 	// PublishTimeout bounds the blob uploads and the publish of one event.
 	// The caller's ctx deadline and cancellation are ignored so that the
-	// result of a cancelled call is still recorded; default 30s.
+	// result of a cancelled call is still recorded; default 90s.
 	PublishTimeout time.Duration
 	// Logger receives an error line for every event that could not be
 	// published; default slog.Default().
