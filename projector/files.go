@@ -2,15 +2,18 @@ package projector
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
@@ -59,7 +62,14 @@ type Files struct {
 
 	mu   sync.Mutex
 	runs map[string]*runFiles
+
+	gaps atomic.Int64 // runs rebuilt for a missing event (see checkProjected)
 }
+
+// GapsRepaired is the number of times the projector found an event of a
+// run missing from its files (delivered after a later one of the run) and
+// rebuilt the run from the stream.
+func (f *Files) GapsRepaired() int64 { return f.gaps.Load() }
 
 var _ component.Component = (*Files)(nil)
 
@@ -204,6 +214,84 @@ func workDirOf(ev *bus.Event) string {
 
 // apply projects ev (stream sequence seq) into rf.
 func (f *Files) apply(ctx context.Context, rf *runFiles, ev *bus.Event, raw []byte, seq uint64) error {
+	if err := f.load(ctx, rf, ev); err != nil {
+		return err
+	}
+	if seq <= rf.state.LastSeq {
+		return f.checkProjected(ctx, rf, ev, raw, seq)
+	}
+	return f.applyOne(ctx, rf, ev, raw, seq)
+}
+
+// checkProjected handles a delivery at or below the last sequence
+// projected. Deliveries come in stream order, and such a delivery is
+// usually a redelivery of an event projected already (its ack was lost).
+// But not always: after a consumer's leader changes (a node of a cluster
+// lost), an event whose first delivery never arrived can come after a
+// later event of its run. Skipping it as "projected already" would lose
+// it for good; so such a delivery is looked for in trace.jsonl (which
+// holds every event projected, one line each), and when it is not there
+// the run is rebuilt from the stream, which projects every event in
+// order. The fast path (a delivery after the last one) never pays for
+// this; a redelivery pays one read of the run's trace.
+func (f *Files) checkProjected(ctx context.Context, rf *runFiles, ev *bus.Event, raw []byte, seq uint64) error {
+	if f.bus == nil {
+		return nil
+	}
+	found, err := inTrace(filepath.Join(rf.dir, FileTrace), ev, raw)
+	if err != nil {
+		return fmt.Errorf("projector: look for %s (seq %d) in the trace of run %s: %w", ev.ID, seq, ev.RunID, err)
+	}
+	if found {
+		return nil // projected already
+	}
+	f.log().Info("projector: an event arrived after a later one of its run and is not projected; rebuilding the run from the stream",
+		"run", ev.RunID, "id", ev.ID, "type", ev.Type, "seq", seq, "last_seq", rf.state.LastSeq)
+	st, err := f.rebuild(ctx, ev.RunID, rf.dir)
+	if err != nil {
+		return err
+	}
+	rf.state = st
+	f.gaps.Add(1)
+	return nil
+}
+
+// inTrace reports whether trace.jsonl at path has ev's line.
+func inTrace(path string, ev *bus.Event, raw []byte) (bool, error) {
+	var want []byte
+	if err := RenderEvent(ev, raw, func(file string, line []byte) {
+		if file == FileTrace {
+			want = append(want[:0], line...)
+		}
+	}); err != nil && want == nil {
+		return false, err
+	}
+	fh, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer fh.Close()
+	r := bufio.NewReaderSize(fh, 256<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if bytes.Equal(line, want) {
+			return true, nil
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// load reads the run's projection state (or rebuilds the run) when it is
+// not loaded or a failure left it in doubt.
+func (f *Files) load(ctx context.Context, rf *runFiles, ev *bus.Event) error {
 	if rf.state == nil || rf.dirty {
 		st, ok := readState(rf.dir)
 		switch {
@@ -224,6 +312,11 @@ func (f *Files) apply(ctx context.Context, rf *runFiles, ev *bus.Event, raw []by
 		}
 		rf.dirty = false
 	}
+	return nil
+}
+
+// applyOne projects ev (stream sequence seq) into rf's loaded state.
+func (f *Files) applyOne(ctx context.Context, rf *runFiles, ev *bus.Event, raw []byte, seq uint64) error {
 	st := rf.state
 	if seq <= st.LastSeq {
 		return nil // projected already

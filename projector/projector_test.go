@@ -326,3 +326,82 @@ func mustFiles(tb testing.TB, b *bus.Bus, cfg FilesConfig) *Files {
 	}
 	return f
 }
+
+// TestOutOfOrderRedeliveryIsNotSkipped: an event of a run delivered after
+// a later event of the same run (as a redelivery can be after a consumer's
+// leader changes) is projected, from the stream, before the later one;
+// files equal Render of the whole run, and the late delivery itself then
+// writes nothing twice.
+func TestOutOfOrderRedeliveryIsNotSkipped(t *testing.T) {
+	_, b := bustest.New(t)
+	dir := filepath.Join(t.TempDir(), "run-gap")
+	evs := synthRun(t, "run-gap", dir, 6)
+	publish(t, b, evs)
+	ctx := context.Background()
+	var msgs []*bus.Message
+	for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: "run-gap"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, &bus.Message{Event: rec.Event, Raw: rec.Raw, Sequence: rec.Sequence})
+	}
+	if len(msgs) < 5 {
+		t.Fatalf("%d events", len(msgs))
+	}
+	f := mustFiles(t, b, FilesConfig{})
+	// Deliver in stream order but for two events, held back and handed
+	// over at the end.
+	held := map[int]bool{2: true, 3: true}
+	for i, m := range msgs {
+		if held[i] {
+			continue
+		}
+		if err := f.Handle(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range held {
+		if err := f.Handle(ctx, msgs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameFiles(t, "out-of-order deliveries vs Render", Render(evs), readFiles(t, dir))
+	checkLines(t, dir)
+	if f.GapsRepaired() != 1 {
+		t.Errorf("%d gaps repaired, want 1", f.GapsRepaired())
+	}
+}
+
+// TestInterleavedRunsNeedNoRepair: events of two runs alternate on the
+// stream; the sequence gaps they leave in each other are not gaps of the
+// run, and nothing is repaired.
+func TestInterleavedRunsNeedNoRepair(t *testing.T) {
+	_, b := bustest.New(t)
+	root := t.TempDir()
+	dirA, dirB := filepath.Join(root, "run-ia"), filepath.Join(root, "run-ib")
+	evA := synthRun(t, "run-ia", dirA, 8)
+	evB := synthRun(t, "run-ib", dirB, 8)
+	for i := 0; i < max(len(evA), len(evB)); i++ {
+		if i < len(evA) {
+			publish(t, b, evA[i:i+1])
+		}
+		if i < len(evB) {
+			publish(t, b, evB[i:i+1])
+		}
+	}
+	f := mustFiles(t, b, FilesConfig{})
+	ctx := context.Background()
+	for rec, err := range b.Read(ctx, bus.ReadOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Handle(ctx, &bus.Message{Event: rec.Event, Raw: rec.Raw, Sequence: rec.Sequence}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameFiles(t, "run-ia", Render(evA), readFiles(t, dirA))
+	sameFiles(t, "run-ib", Render(evB), readFiles(t, dirB))
+	if f.GapsRepaired() != 0 {
+		t.Errorf("%d gaps repaired in interleaved runs, want 0", f.GapsRepaired())
+	}
+}
