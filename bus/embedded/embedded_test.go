@@ -171,16 +171,18 @@ func TestClusterConfs(t *testing.T) {
 	}
 }
 
-// withIdentities copies a cluster node's config with its include of the
-// identities pointed at ones made for the test, as `vera auth init` makes
-// them on a real node.
+// withIdentities copies a cluster node's config, unchanged, into a
+// directory with the identities' nats-auth.conf beside it, as docs/deploy.md
+// says to install it on a node (nats-server resolves an include relative
+// to the including file, even one written as an absolute path: the config
+// must include the file by its name alone).
 func withIdentities(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const include = `include "/var/lib/vera/creds/nats-auth.conf"`
+	const include = `include "nats-auth.conf"`
 	if !strings.Contains(string(b), include) {
 		t.Fatalf("%s does not include the identities (%s)", path, include)
 	}
@@ -189,9 +191,19 @@ func withIdentities(t *testing.T, path string) string {
 	if _, err := store.Init(); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, filepath.Base(path))
-	conf := strings.Replace(string(b), include, `include "`+filepath.Join("creds", "nats-auth.conf")+`"`, 1)
-	if err := os.WriteFile(out, []byte(conf), 0o600); err != nil {
+	node := filepath.Join(dir, "node")
+	if err := os.Mkdir(node, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	authConf, err := os.ReadFile(filepath.Join(auth.DirOf(dir), "nats-auth.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(node, "nats-auth.conf"), authConf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(node, filepath.Base(path))
+	if err := os.WriteFile(out, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -82,8 +82,9 @@ type proc struct {
 	env  []string
 	log  string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been waited for
 }
 
 func (p *proc) start() {
@@ -101,8 +102,9 @@ func (p *proc) start() {
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.name, err)
 	}
-	go func() { cmd.Wait(); lf.Close() }()
-	p.cmd = cmd
+	done := make(chan struct{})
+	go func() { cmd.Wait(); lf.Close(); close(done) }()
+	p.cmd, p.done = cmd, done
 }
 
 // kill sends SIGKILL and waits until the process is gone.
@@ -113,12 +115,7 @@ func (p *proc) kill() {
 		return
 	}
 	p.cmd.Process.Signal(syscall.SIGKILL)
-	for p.cmd.ProcessState == nil {
-		if err := syscall.Kill(p.cmd.Process.Pid, 0); err != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	<-p.done
 	p.cmd = nil
 }
 
