@@ -454,9 +454,28 @@ func chaosRun(t *testing.T, c *chaosCluster, bin string, env []string, modelURL,
 
 	// Every effect has its events: each request one tool.started and one
 	// tool.finished, not interrupted.
-	evs, err := c.admin.ReadRun(ctx, runID)
-	if err != nil {
-		t.Fatalf("%s: read run: %v", sc.name, err)
+	//
+	// bus.Read uses direct gets, which any replica of an R3 stream may
+	// answer, so a read right after a node restarted can come from a
+	// replica still catching up. vera run saw vera.run.finished, so a read
+	// without it is such a stale read: read again (and count them).
+	var evs []bus.Event
+	for stale := 0; ; stale++ {
+		var err error
+		evs, err = c.admin.ReadRun(ctx, runID)
+		if err != nil {
+			t.Fatalf("%s: read run: %v", sc.name, err)
+		}
+		if slices.ContainsFunc(evs, func(ev bus.Event) bool { return ev.Type == catalog.TypeRunFinished }) {
+			if stale > 0 {
+				t.Logf("%s: %d stale reads of the run (no vera.run.finished) before a complete one", sc.name, stale)
+			}
+			break
+		}
+		if stale == 300 {
+			t.Fatalf("%s: 30 s of reads of the run lack the vera.run.finished that vera run reported", sc.name)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	requested, started, finished := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, ev := range evs {
