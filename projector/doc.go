@@ -58,7 +58,7 @@
 //     the files. A read of the stream that fails is a handler error (the
 //     event is redelivered), never a skip. Events of other runs in between
 //     (runs interleaved on the stream) cost that one get and nothing more;
-//     a run's events in a row cost nothing;
+//     a run's events stored in a row cost nothing after its first;
 //  3. truncates any file longer than its recorded size (a crash after an
 //     append but before the state was saved), so a line is never written
 //     twice and never torn;
