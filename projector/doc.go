@@ -47,31 +47,18 @@
 // the size of every file after it. For each event it:
 //
 //  1. skips it when its sequence is not above the recorded one (redelivery,
-//     restart, a deleted and recreated consumer), after making sure it is
-//     in trace.jsonl (else the run is rebuilt);
-//  2. when its sequence is not the recorded one plus one, looks on the
-//     stream for events of its run stored in between (one next-by-subject
-//     get on vera.run.<run>.> from the recorded sequence plus one) and
-//     projects those first, in stream order: after a consumer's leader
-//     changes an event can be delivered before an earlier one of its run,
-//     and the recorded sequence must never pass an event that is not in
-//     the files. A read of the stream that fails is a handler error (the
-//     event is redelivered), never a skip. Events of other runs in between
-//     (runs interleaved on the stream) cost that one get and nothing more;
-//     a run's events stored in a row cost nothing after its first;
-//  3. truncates any file longer than its recorded size (a crash after an
+//     restart, a deleted and recreated consumer);
+//  2. truncates any file longer than its recorded size (a crash after an
 //     append but before the state was saved), so a line is never written
 //     twice and never torn;
-//  4. appends the event's lines, fsyncs each file, then saves the state.
+//  3. appends the event's lines, fsyncs each file, then saves the state.
 //
 // When the state is missing, belongs to another run, or a file is shorter
 // than recorded, the run is rebuilt from the stream ([Files.Rebuild]: every
 // file written to a temporary file, fsynced and renamed, then the state).
-// A handler error (disk full...) other than a failed read of the stream
-// for step 2 marks the run dirty: the next event of the run rebuilds it
-// first. Every gap repaired is logged at Info and counted
-// ([Files.GapsRepaired], and vera_projector_gaps_repaired_total on
-// [Metrics.Handler] for the file projectors of the process).
+// A handler error (disk full...) marks the run dirty: the next event of the
+// run rebuilds it first, so an event redelivered after later ones were
+// projected is never lost.
 //
 // # Metrics
 //
@@ -109,8 +96,7 @@
 // remembering it. Bus health (consumer lag, redeliveries, dead letters) is
 // sampled from JetStream by [Metrics.RunHealth] and kept apart, in a second
 // registry: it describes the server now, not the stream, and is not part of
-// [Metrics.WriteText]. So is vera_projector_gaps_repaired_total, the gaps
-// the file projectors of this process repaired.
+// [Metrics.WriteText].
 //
 // [Metrics.Handler] is promhttp over both registries. [Metrics.WriteText]
 // (the metrics.prom snapshot) is the event registry's Gather encoded by

@@ -63,26 +63,13 @@ type Files struct {
 	mu   sync.Mutex
 	runs map[string]*runFiles
 
-	gaps    atomic.Int64 // gaps repaired (fillGap) and runs rebuilt for a missing event (checkProjected)
-	lookups atomic.Int64 // stream lookups for a gap (fillGap); read by tests
+	gaps atomic.Int64 // runs rebuilt for a missing event (see checkProjected)
 }
 
-// gapsRepaired counts the gaps repaired by every Files of the process: the
-// counter MetricGapsRepaired of Metrics.Handler.
-var gapsRepaired atomic.Int64
-
-// GapsRepaired is the number of times the projector found events of a run
-// missing from its files and projected them from the stream: events stored
-// between the last one projected and the one delivered (a delivery that
-// overtook earlier events of its run, see fillGap), or an event delivered
-// after a later one of its run and not in its files (then the run is
-// rebuilt, see checkProjected).
+// GapsRepaired is the number of times the projector found an event of a
+// run missing from its files (delivered after a later one of the run) and
+// rebuilt the run from the stream.
 func (f *Files) GapsRepaired() int64 { return f.gaps.Load() }
-
-func (f *Files) gapRepaired() {
-	f.gaps.Add(1)
-	gapsRepaired.Add(1)
-}
 
 var _ component.Component = (*Files)(nil)
 
@@ -146,9 +133,7 @@ func (f *Files) Handle(ctx context.Context, m *bus.Message) error {
 		return nil // no work dir known: nothing to project into
 	}
 	if err := f.apply(ctx, rf, ev, m.Raw, m.Sequence); err != nil {
-		if !errors.Is(err, errGapLookup) {
-			rf.dirty = true
-		}
+		rf.dirty = true
 		return err
 	}
 	if ev.Type == catalog.TypeRunFinished {
@@ -235,92 +220,20 @@ func (f *Files) apply(ctx context.Context, rf *runFiles, ev *bus.Event, raw []by
 	if seq <= rf.state.LastSeq {
 		return f.checkProjected(ctx, rf, ev, raw, seq)
 	}
-	if seq != rf.state.LastSeq+1 {
-		if err := f.fillGap(ctx, rf, ev, seq); err != nil {
-			return err
-		}
-	}
 	return f.applyOne(ctx, rf, ev, raw, seq)
 }
 
-// errGapLookup marks an error of fillGap reading the stream: the files and
-// the state still agree (every event projected was saved with its state),
-// so the run need not be rebuilt; the delivery is retried.
-var errGapLookup = errors.New("projector: the stream could not be read for a gap")
-
-// fillGap projects, in stream order, the events of ev's run stored between
-// the last one projected and ev (stream sequence seq), so that a run's
-// LastSeq never passes an event of the run that is not in its files.
-//
-// Deliveries come in stream order, so there is usually no such event: the
-// sequences in between belong to other runs. But after a consumer's
-// leader changes (a node of a cluster lost), an event can be delivered
-// before an earlier event of its run whose first delivery was lost;
-// projecting it and moving LastSeq past the earlier one would leave that
-// one out of the files for good (its redelivery would look projected
-// already, and it may never come: a delivery can also run out of
-// attempts). One next-by-subject get from LastSeq+1 on the run's subjects
-// tells: it returns ev itself when nothing is missing, else the first
-// missing event, and the missing ones are read and projected up to ev.
-// The fast path (seq == LastSeq+1) never gets here.
-//
-// The lookup must reach ev: a read that fails or ends before it (the
-// server cannot answer, ctx ends, a stale answer) is an error wrapping
-// errGapLookup, and the delivery is retried rather than projected over a
-// gap that might be there (the missing events read before the failure are
-// projected and saved all the same: they are the run's next events in
-// stream order). Malformed messages in the gap are skipped, as a rebuild
-// skips them.
-func (f *Files) fillGap(ctx context.Context, rf *runFiles, ev *bus.Event, seq uint64) error {
-	if f.bus == nil {
-		return nil // no stream to look at (a Files made in a test without NewFiles)
-	}
-	from := rf.state.LastSeq + 1
-	f.lookups.Add(1)
-	n, reached := 0, false
-	defer func() {
-		if n > 0 {
-			f.log().Info("projector: gap repaired: events of the run missing before the delivered one projected from the stream",
-				"run", ev.RunID, "from", from, "to", seq-1, "count", n, "seq", seq, "id", ev.ID)
-			f.gapRepaired()
-		}
-	}()
-	for rec, err := range f.bus.Read(ctx, bus.ReadOptions{RunID: ev.RunID, FromSeq: from}) {
-		if err != nil {
-			return fmt.Errorf("%w: run %s, seq %d to %d: %w", errGapLookup, ev.RunID, from, seq-1, err)
-		}
-		if rec.Sequence >= seq {
-			reached = rec.Sequence == seq
-			break
-		}
-		if rec.Err != nil {
-			f.log().Warn("projector: malformed message skipped", "run", ev.RunID, "seq", rec.Sequence, "err", rec.Err)
-			continue
-		}
-		if err := f.applyOne(ctx, rf, &rec.Event, rec.Raw, rec.Sequence); err != nil {
-			return err
-		}
-		n++
-	}
-	if !reached {
-		return fmt.Errorf("%w: run %s: the stream read from seq %d does not show the delivered event %s at seq %d",
-			errGapLookup, ev.RunID, from, ev.ID, seq)
-	}
-	return nil
-}
-
 // checkProjected handles a delivery at or below the last sequence
-// projected. Such a delivery is of an event projected already: a
-// redelivery whose ack was lost, or an event overtaken by a later one of
-// its run, which fillGap projected from the stream before that one
-// (fillGap never lets LastSeq pass an event of the run that is not in its
-// files). As a safety net for a state that broke that rule (written by an
-// older projector, or files changed behind its back), the delivery is
-// looked for in trace.jsonl (which holds every event projected, one line
-// each), and when it is not there the run is rebuilt from the stream,
-// which projects every event in order. The fast path (a delivery after
-// the last one) never pays for this; a redelivery pays one read of the
-// run's trace.
+// projected. Deliveries come in stream order, and such a delivery is
+// usually a redelivery of an event projected already (its ack was lost).
+// But not always: after a consumer's leader changes (a node of a cluster
+// lost), an event whose first delivery never arrived can come after a
+// later event of its run. Skipping it as "projected already" would lose
+// it for good; so such a delivery is looked for in trace.jsonl (which
+// holds every event projected, one line each), and when it is not there
+// the run is rebuilt from the stream, which projects every event in
+// order. The fast path (a delivery after the last one) never pays for
+// this; a redelivery pays one read of the run's trace.
 func (f *Files) checkProjected(ctx context.Context, rf *runFiles, ev *bus.Event, raw []byte, seq uint64) error {
 	if f.bus == nil {
 		return nil
@@ -339,7 +252,7 @@ func (f *Files) checkProjected(ctx context.Context, rf *runFiles, ev *bus.Event,
 		return err
 	}
 	rf.state = st
-	f.gapRepaired()
+	f.gaps.Add(1)
 	return nil
 }
 

@@ -39,12 +39,6 @@ const (
 	MetricVerifierBeforeTools     = "dra_verifier_before_tools_total"
 	MetricModelFinishReasonLength = "dra_model_finish_reason_length_total"
 	MetricVerifierGradient        = "dra_verifier_gradient_total"
-
-	// MetricGapsRepaired counts the gaps the file projectors of the process
-	// repaired from the stream (Files.GapsRepaired, summed). It is served
-	// with the bus health, not in WriteText: it describes this process,
-	// not the stream.
-	MetricGapsRepaired = "vera_projector_gaps_repaired_total"
 )
 
 // Metrics folds events into VERA's Prometheus metrics. The zero value is
@@ -52,8 +46,7 @@ const (
 //
 // The collectors live in private client_golang registries (never the
 // global one): events holds what is derived from events only (WriteText,
-// the metrics.prom snapshot), health what is sampled from the server (and
-// the process's own MetricGapsRepaired).
+// the metrics.prom snapshot), health what is sampled from the server.
 type Metrics struct {
 	Bus    *bus.Bus
 	Logger *slog.Logger
@@ -64,7 +57,7 @@ type Metrics struct {
 	mu, healthMu sync.Mutex
 
 	events *prometheus.Registry // derived from events only (WriteText)
-	health *prometheus.Registry // sampled from the server, and MetricGapsRepaired
+	health *prometheus.Registry // sampled from the server
 
 	// seen holds the event ids folded per run, so that a copy stored twice
 	// counts once; a run's set is dropped at its vera.run.finished to
@@ -154,10 +147,6 @@ func NewMetrics(b *bus.Bus, logger *slog.Logger) *Metrics {
 	m.deadLetters = newGaugeVec(h, "vera_bus_dead_letters", "Messages in the dead-letter stream VERA_DLQ, by consumer.", "consumer")
 	m.streamMsgs = newGauge(h, "vera_bus_stream_messages", "Messages stored in stream VERA.")
 	m.healthErrors = newCounter(h, "vera_bus_health_errors_total", "Failed samples of the bus health.")
-	h.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: MetricGapsRepaired,
-		Help: "Gaps in a run's files repaired from the stream by the file projectors of this process: events of the run missing before a delivered one (a delivery that overtook them, as after a consumer leader change).",
-	}, func() float64 { return float64(gapsRepaired.Load()) }))
 	return m
 }
 

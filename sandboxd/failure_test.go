@@ -2,6 +2,7 @@ package sandboxd_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,24 +260,7 @@ func TestNoCommandBeforeItsStartIsStored(t *testing.T) {
 	count := filepath.Join(f.workDir(run), "count.txt")
 	// Wait until sandboxd has tried (and failed) to store the start at
 	// least twice: the request was delivered and redelivered.
-	cons, err := js.Consumer(ctx, bus.StreamName, sandboxd.ConsumerRequests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ci, err := cons.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ci.NumRedelivered > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the request was never redelivered: %+v", ci)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitRedelivered(t, js)
 	if data, err := os.ReadFile(count); err == nil {
 		t.Fatalf("the command ran although its start could not be stored: count.txt = %q", data)
 	}
@@ -357,24 +341,7 @@ func TestResultKeptWhenItCannotBeStored(t *testing.T) {
 
 	f.request(run, req{id: "kept", cmd: "echo ran >> /work/count.txt; echo out; exit 7"})
 	count := filepath.Join(f.workDir(run), "count.txt")
-	cons, err := js.Consumer(ctx, bus.StreamName, sandboxd.ConsumerRequests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ci, err := cons.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ci.NumRedelivered > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the request was never redelivered: %+v", ci)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitRedelivered(t, js)
 	restore()
 	tf := f.result(run, "kept", 2*time.Minute)
 	if tf.ExitCode != 7 || tf.Interrupted || tf.Stdout.Head != "out\n" {
@@ -426,5 +393,32 @@ func TestDockerEventsWhileDownAreRecorded(t *testing.T) {
 			t.Fatalf("pause/unpause while sandboxd was down not recorded: %v", actions)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitRedelivered waits until sandboxd's request consumer (made by the
+// daemon as it starts: it may not exist yet) has redelivered a request.
+func waitRedelivered(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var last any = "no consumer yet"
+		if cons, err := js.Consumer(ctx, bus.StreamName, sandboxd.ConsumerRequests); err == nil {
+			ci, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ci.NumRedelivered > 0 {
+				return
+			}
+			last = ci
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the request was never redelivered: %+v", last)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
