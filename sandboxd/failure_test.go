@@ -219,42 +219,11 @@ func TestNoCommandBeforeItsStartIsStored(t *testing.T) {
 	run := f.run("order")
 	ctx := context.Background()
 	// The run's tool.started subject holds one event already (another
-	// request's), and the stream is then limited to one message per
-	// subject, new ones refused: the request below is stored (its
-	// subject is empty) but its start cannot be, as when a stream cannot
-	// store during an election.
-	other, err := f.b.Events.New(run, catalog.ToolStarted{RequestID: "other", Container: "c", StartedAt: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.b.Publish(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	// request's), and the stream then refuses a second message on any
+	// subject: the request below is stored (its subject is empty) but its
+	// start cannot be, as when a stream cannot store during an election.
+	restore := refuseSecondOnSubject(t, f, run, catalog.ToolStarted{RequestID: "other", Container: "c", StartedAt: time.Now()})
 	js := f.b.JetStream()
-	stream, err := js.Stream(ctx, bus.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	orig := info.Config
-	limited := orig
-	limited.MaxMsgsPerSubject, limited.Discard, limited.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
-	if _, err := js.UpdateStream(ctx, limited); err != nil {
-		t.Fatal(err)
-	}
-	restored := false
-	restore := func() {
-		if !restored {
-			restored = true
-			if _, err := js.UpdateStream(ctx, orig); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	defer restore()
 
 	f.request(run, req{id: "once", cmd: "echo ran >> /work/count.txt"})
 	count := filepath.Join(f.workDir(run), "count.txt")
@@ -305,39 +274,8 @@ func TestNoCommandBeforeItsStartIsStored(t *testing.T) {
 func TestResultKeptWhenItCannotBeStored(t *testing.T) {
 	f := newFixture(t, nil)
 	run := f.run("keep")
-	ctx := context.Background()
-	other, err := f.b.Events.New(run, catalog.ToolFinished{RequestID: "other", ExitCode: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.b.Publish(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	restore := refuseSecondOnSubject(t, f, run, catalog.ToolFinished{RequestID: "other", ExitCode: 0})
 	js := f.b.JetStream()
-	stream, err := js.Stream(ctx, bus.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	orig := info.Config
-	limited := orig
-	limited.MaxMsgsPerSubject, limited.Discard, limited.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
-	if _, err := js.UpdateStream(ctx, limited); err != nil {
-		t.Fatal(err)
-	}
-	restored := false
-	restore := func() {
-		if !restored {
-			restored = true
-			if _, err := js.UpdateStream(ctx, orig); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	defer restore()
 
 	f.request(run, req{id: "kept", cmd: "echo ran >> /work/count.txt; echo out; exit 7"})
 	count := filepath.Join(f.workDir(run), "count.txt")
@@ -421,4 +359,46 @@ func waitRedelivered(t *testing.T, js jetstream.JetStream) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// refuseSecondOnSubject stores p on run, then limits the stream to one
+// message per subject with new ones refused, so that an event of p's type
+// for run can no longer be stored while other, empty subjects still can.
+// The returned restore (also run at cleanup) lifts the limit; it may be
+// called early.
+func refuseSecondOnSubject(t *testing.T, f *fixture, run string, p bus.Payload) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	ev, err := f.b.Events.New(run, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	js := f.b.JetStream()
+	stream, err := js.Stream(ctx, bus.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := info.Config
+	limited := orig
+	limited.MaxMsgsPerSubject, limited.Discard, limited.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
+	if _, err := js.UpdateStream(ctx, limited); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if _, err := js.UpdateStream(ctx, orig); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }
