@@ -1,0 +1,261 @@
+package shell
+
+import (
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// word converts a syntax word: quotes removed, expansions marked.
+func (b *builder) word(s *Script, w *syntax.Word, depth int) Word {
+	out := Word{Raw: b.slice(w)}
+	var val, text strings.Builder
+	for i, part := range w.Parts {
+		b.part(s, &out, &val, &text, part, false, i == 0, depth)
+	}
+	out.Value, out.Text = val.String(), text.String()
+	return out
+}
+
+func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part syntax.WordPart, inDQ, first bool, depth int) {
+	switch p := part.(type) {
+	case *syntax.Lit:
+		v := p.Value
+		if inDQ {
+			v = unescapeDouble(v)
+		} else {
+			if strings.IndexByte(v, '\\') >= 0 {
+				out.Quoted = true
+			}
+			if hasGlob(v) {
+				out.Glob = true
+			}
+			if first && strings.HasPrefix(v, "~") && (len(v) == 1 || v[1] == '/') {
+				// ~ and ~/…: the home directory.
+				val.WriteString(string(VarOpen) + "HOME" + string(VarClose))
+				text.WriteString("~")
+				v = v[1:]
+			}
+			v = unescapeBare(v)
+		}
+		val.WriteString(safe(v))
+		text.WriteString(v)
+	case *syntax.SglQuoted:
+		out.Quoted = true
+		v := p.Value
+		if p.Dollar {
+			v = ansiC(v)
+		}
+		val.WriteString(safe(v))
+		text.WriteString(v)
+	case *syntax.DblQuoted:
+		out.Quoted = true
+		for _, q := range p.Parts {
+			b.part(s, out, val, text, q, true, false, depth)
+		}
+	case *syntax.ParamExp:
+		text.WriteString(b.slice(p))
+		if name, ok := plainParam(p); ok {
+			val.WriteString(string(VarOpen) + name + string(VarClose))
+		} else {
+			val.WriteByte(Unknown)
+			out.Subs = append(out.Subs, b.nodeSubs(s, p, depth)...)
+		}
+	case *syntax.CmdSubst:
+		text.WriteString(b.slice(p))
+		val.WriteByte(Unknown)
+		out.Subs = append(out.Subs, b.sub(s, b.span(posAfter(p.Left, p.Backquotes), p.Right), p.Stmts, depth))
+	case *syntax.ProcSubst:
+		text.WriteString(b.slice(p))
+		val.WriteByte(Unknown)
+		out.Subs = append(out.Subs, b.sub(s, b.span(posAfter(p.OpPos, false), p.Rparen), p.Stmts, depth))
+	case *syntax.ArithmExp:
+		text.WriteString(b.slice(p))
+		val.WriteByte(Unknown)
+		out.Subs = append(out.Subs, b.nodeSubs(s, p.X, depth)...)
+	case *syntax.ExtGlob:
+		out.Glob = true
+		raw := b.slice(p)
+		val.WriteString(safe(raw))
+		text.WriteString(raw)
+	default:
+		raw := b.slice(part)
+		val.WriteByte(Unknown)
+		text.WriteString(raw)
+		out.Subs = append(out.Subs, b.nodeSubs(s, part, depth)...)
+	}
+}
+
+// plainParam reports the name of a $NAME or ${NAME} expansion of a
+// variable (not a positional or special parameter, not an operation).
+func plainParam(p *syntax.ParamExp) (string, bool) {
+	if p.Param == nil || p.Excl || p.Length || p.Width || p.Index != nil || p.Slice != nil ||
+		p.Repl != nil || p.Exp != nil || p.Names != 0 || p.Flags != nil || p.NestedParam != nil ||
+		len(p.Modifiers) > 0 || p.IsSet {
+		return "", false
+	}
+	if !IsName(p.Param.Value) {
+		return "", false
+	}
+	return p.Param.Value, true
+}
+
+// IsName reports whether s is a valid shell variable name.
+func IsName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// hasGlob reports an unescaped glob character in unquoted literal text.
+func hasGlob(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
+
+// HasGlob reports whether a word value contains glob characters.
+func HasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// unescapeBare removes the backslashes of unquoted text.
+func unescapeBare(v string) string {
+	if strings.IndexByte(v, '\\') < 0 {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' && i+1 < len(v) {
+			i++
+			if v[i] == '\n' {
+				continue
+			}
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
+
+// unescapeDouble removes the backslashes that escape $ ` " \ and newline
+// inside double quotes.
+func unescapeDouble(v string) string {
+	if strings.IndexByte(v, '\\') < 0 {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' && i+1 < len(v) {
+			switch v[i+1] {
+			case '$', '`', '"', '\\':
+				i++
+			case '\n':
+				i++
+				continue
+			}
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
+
+// ansiC decodes the body of $'…'.
+func ansiC(src string) string {
+	if strings.IndexByte(src, '\\') < 0 {
+		return src
+	}
+	var b []byte
+	for i := 0; i < len(src); {
+		c := src[i]
+		if c != '\\' || i+1 >= len(src) {
+			b = append(b, c)
+			i++
+			continue
+		}
+		e := src[i+1]
+		i += 2
+		switch e {
+		case 'n':
+			b = append(b, '\n')
+		case 't':
+			b = append(b, '\t')
+		case 'r':
+			b = append(b, '\r')
+		case 'a':
+			b = append(b, 7)
+		case 'b':
+			b = append(b, 8)
+		case 'e', 'E':
+			b = append(b, 27)
+		case 'f':
+			b = append(b, 12)
+		case 'v':
+			b = append(b, 11)
+		case 'x':
+			v, k := 0, 0
+			for ; k < 2 && i < len(src) && hexVal(src[i]) >= 0; k++ {
+				v = v*16 + hexVal(src[i])
+				i++
+			}
+			if k == 0 {
+				b = append(b, '\\', 'x')
+			} else {
+				b = append(b, byte(v))
+			}
+		case 'u', 'U':
+			n := 4
+			if e == 'U' {
+				n = 8
+			}
+			v, k := 0, 0
+			for ; k < n && i < len(src) && hexVal(src[i]) >= 0; k++ {
+				v = v*16 + hexVal(src[i])
+				i++
+			}
+			if k == 0 {
+				b = append(b, '\\', e)
+			} else {
+				b = append(b, string(rune(v))...)
+			}
+		case 'c':
+			if i < len(src) {
+				b = append(b, src[i]&0x1f)
+				i++
+			}
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			v := int(e - '0')
+			for k := 0; k < 2 && i < len(src) && src[i] >= '0' && src[i] <= '7'; k++ {
+				v = v*8 + int(src[i]-'0')
+				i++
+			}
+			b = append(b, byte(v))
+		case '\\', '\'', '"', '?':
+			b = append(b, e)
+		default:
+			b = append(b, '\\', e)
+		}
+	}
+	return string(b)
+}
+
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c|0x20 >= 'a' && c|0x20 <= 'f':
+		return int(c|0x20-'a') + 10
+	}
+	return -1
+}
