@@ -238,3 +238,25 @@ func TestParseBoundsDepth(t *testing.T) {
 		t.Error("200 nested substitutions not reported as TooDeep")
 	}
 }
+
+func TestCanonical(t *testing.T) {
+	for in, want := range map[string]string{
+		"ls   -la|wc -l":      "ls -la | wc -l",
+		"  cd /work\nls ;  ":  "cd /work; ls",
+		`grep 'a b' "c" d\ e`: `grep 'a b' c 'd e'`,
+		`echo "it's" '*' *`:   `echo "it's" '*' *`,
+		`'if' true`:           `'if' true`,
+		"echo $(date  '+%s')": "echo $(date +%s)",
+		"# only a comment":    "",
+		"cat <<'E'\n a  b\nE": "cat <<'E'\n a  b\nE",
+		`echo "$HOME"  x"y"z`: `echo "$HOME" xyz`,
+	} {
+		got, err := Canonical(in)
+		if err != nil || got != want {
+			t.Errorf("Canonical(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := Canonical(`echo "open`); !errors.Is(err, ErrSyntax) {
+		t.Errorf("unparseable: %v", err)
+	}
+}
