@@ -190,15 +190,54 @@ func Parse(src string) (*Script, error) {
 	if d := bracketDepth(src); d > MaxBrackets {
 		return nil, fmt.Errorf("%w: %w (%d levels, limit %d)", ErrSyntax, ErrTooDeep, d, MaxBrackets)
 	}
-	p := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(false))
-	f, err := p.Parse(strings.NewReader(src), "")
+	f, src, err := parseFile(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
+		return nil, err
 	}
 	b := builder{src: src}
 	s := &Script{Src: src}
 	b.stmts(s, f.Stmts, 0)
 	return s, nil
+}
+
+// parseFile parses src. A here-document left open at the end of the
+// input ends there, as in bash (which only warns): its delimiter is added
+// and the text returned is the one parsed.
+func parseFile(src string) (*syntax.File, string, error) {
+	p := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(false))
+	for range 8 {
+		f, err := p.Parse(strings.NewReader(src), "")
+		if err == nil {
+			return f, src, nil
+		}
+		delim, ok := unclosedHeredoc(err)
+		if !ok {
+			return nil, "", fmt.Errorf("%w: %v", ErrSyntax, err)
+		}
+		if !strings.HasSuffix(src, "\n") {
+			src += "\n"
+		}
+		src += delim + "\n"
+	}
+	return nil, "", fmt.Errorf("%w: too many unclosed here-documents", ErrSyntax)
+}
+
+// unclosedHeredoc returns the delimiter of the here-document a parse
+// error says is unclosed.
+func unclosedHeredoc(err error) (string, bool) {
+	var pe syntax.ParseError
+	if !errors.As(err, &pe) {
+		return "", false
+	}
+	const prefix = "unclosed here-document `"
+	if !strings.HasPrefix(pe.Text, prefix) || !strings.HasSuffix(pe.Text, "`") {
+		return "", false
+	}
+	d := pe.Text[len(prefix) : len(pe.Text)-1]
+	if d == "" || strings.ContainsAny(d, "\n") {
+		return "", false
+	}
+	return d, true
 }
 
 // Words splits src into words as the shell would (no expansion), for
@@ -468,8 +507,10 @@ func (b *builder) redirs(s *Script, list []*syntax.Redirect, depth int) []Redir 
 		if r.Word != nil {
 			rd.Target = b.word(s, r.Word, depth)
 		}
+		if r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc {
+			rd.HasBody, rd.BodyQuoted = true, rd.Target.Quoted
+		}
 		if r.Hdoc != nil {
-			rd.HasBody = true
 			rd.Body = heredocBody(b.slice(r.Hdoc), rd.Target.Value)
 			rd.BodyQuoted = rd.Target.Quoted
 			if !rd.BodyQuoted {

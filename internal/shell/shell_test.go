@@ -260,3 +260,24 @@ func TestCanonical(t *testing.T) {
 		t.Errorf("unparseable: %v", err)
 	}
 }
+
+func TestUnclosedHeredocEndsAtEOF(t *testing.T) {
+	for src, body := range map[string]string{
+		"cat <<EOF":                      "",
+		"cat <<'EOF'\nx y":               "x y\n",
+		"python3 - <<\"PY\"\nprint(1)\n": "print(1)\n",
+		"cat <<-E\n\tx\n":                "\tx\n",
+		"cat <<A; cat <<B\na\nA\nb":      "b\n",
+	} {
+		s, err := Parse(src)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", src, err)
+			continue
+		}
+		cs := simple(s)
+		r := cs[len(cs)-1].Redirs[0]
+		if !r.HasBody || r.Body != body {
+			t.Errorf("Parse(%q): body %q, want %q", src, r.Body, body)
+		}
+	}
+}
