@@ -139,6 +139,7 @@ func TestUnwrap(t *testing.T) {
 		{`echo 'rm -rf /' | bash -s`, "bash", "-s", []string{"rm -rf /\n"}},
 		{`eval "rm -rf /"`, "eval", "rm -rf /", []string{"rm -rf /"}},
 		{`env -S 'rm -rf /'`, "rm", "-rf /", nil},
+		{`alias ll='ls -l' x='rm -rf /'`, "alias", "ll=ls -l x=rm -rf /", []string{"ls -l", "rm -rf /"}},
 	} {
 		s := mustParse(t, tc.src)
 		cs := simple(s)

@@ -245,6 +245,15 @@ loop:
 				inv.Scripts = append(inv.Scripts, Nested{Src: rest[0], Same: true})
 			}
 			break loop
+		case "alias":
+			// alias NAME=CODE defines code that runs where NAME is written
+			// later (in a shell with expand_aliases): judge it now.
+			for _, a := range args {
+				if name, code, ok := strings.Cut(a, "="); ok && name != "" && !strings.HasPrefix(a, "-") {
+					inv.Scripts = append(inv.Scripts, Nested{Src: code, Same: true})
+				}
+			}
+			break loop
 		case "source", ".":
 			if len(args) > 0 && (args[0] == "/dev/stdin" || args[0] == "-" || args[0] == "/proc/self/fd/0") && inv.HasStdin {
 				inv.Scripts = append(inv.Scripts, Nested{Src: inv.Stdin, Same: true})
