@@ -139,6 +139,8 @@ func TestUnwrap(t *testing.T) {
 		{`echo 'rm -rf /' | bash -s`, "bash", "-s", []string{"rm -rf /\n"}},
 		{`eval "rm -rf /"`, "eval", "rm -rf /", []string{"rm -rf /"}},
 		{`env -S 'rm -rf /'`, "rm", "-rf /", nil},
+		{`FOO=1 B="$x" sudo -u me A=2 rm -rf /`, "rm", "-rf /", nil},
+		{`X=1`, "", "", nil},
 	} {
 		s := mustParse(t, tc.src)
 		cs := simple(s)
