@@ -136,7 +136,7 @@ func TestHeredocIntoPython(t *testing.T) {
 // ledger.
 func TestUnparseableCommand(t *testing.T) {
 	for _, cmd := range []string{
-		`curl -s "https://www.bing.com/search?q=acme+widget`, // unclosed quote
+		`curl -s "https://www.bing.com/search?q=acme+widget`,                                                    // unclosed quote
 		"cat > /work/output/final.md <<EOF\nsee https://acme.example/widget-2 and http://news.example.org/a.\n", // unclosed here-document
 		`echo it's https://acme.example/widget-2 > /work/answer.txt`,
 		"<html><a href='https://acme.example/widget-2'>x</a></html>",
