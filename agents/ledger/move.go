@@ -175,7 +175,7 @@ func classifyStep(s *step) catalog.MoveType {
 func classifyCommand(s *step) catalog.MoveType {
 	name, args := s.name, s.args
 	switch {
-	case s.runsCode() || name == "eval":
+	case s.runsCode():
 		return neutral // its nested steps say what it does
 	case sh.Shells[name]:
 		if _, ok, stdin := sh.ShellScript(args); !ok && !stdin {
@@ -980,7 +980,11 @@ var (
 // name mentions final, report, answer, deliverable, summary, conclusion
 // or submission (notes.md and the ledgers never count).
 func finalizationTarget(cmd string) (string, bool) {
-	r := read(cmd)
+	return read(cmd).finalizationTarget()
+}
+
+// finalizationTarget is finalizationTarget of a reading.
+func (r *reading) finalizationTarget() (string, bool) {
 	if r.move() != catalog.MoveWrite {
 		return "", false
 	}
