@@ -97,13 +97,15 @@ func (r *reading) script(s *sh.Script, depth int) []*step {
 			}
 		case sh.Arith:
 			if strings.HasPrefix(c.Raw, "let") {
-				st.name = "let"
+				st.name = "let" // let is parsed as arithmetic; it computes
 			}
+		default:
+			// A loop header, a case subject or a test runs nothing itself
+			// but its substitutions; it stays a nameless step so that its
+			// words are read (for u in https://…).
 		}
-		// A loop header, a case subject or a test runs nothing itself but
-		// its substitutions; it stays a step so that its words are read.
 		for _, sub := range c.AllSubs() {
-			st.kids = append(st.kids, r.nested(st, sub, nil, depth)...)
+			st.kids = append(st.kids, r.nested(st, sub, depth)...)
 		}
 		r.runs(st, depth)
 		out = append(out, st)
@@ -123,7 +125,7 @@ func (r *reading) runs(st *step, depth int) {
 			st.unread = true
 			continue
 		}
-		st.kids = append(st.kids, r.nested(st, nil, s, depth)...)
+		st.kids = append(st.kids, r.nested(st, s, depth)...)
 	}
 	for _, e := range st.inv.Execs {
 		if depth+1 > maxNesting || r.n >= maxSteps {
@@ -138,17 +140,14 @@ func (r *reading) runs(st *step, depth int) {
 	}
 }
 
-// nested reads a substitution (already parsed by shell.Parse) or a parsed
-// nested script one level deeper, marking st unread past the bounds.
-func (r *reading) nested(st *step, sub, script *sh.Script, depth int) []*step {
-	s := script
-	if sub != nil {
-		s = sub
-		if sub.TooDeep {
-			st.unread = true
-		}
+// nested reads a script st runs (a substitution, which shell.Parse has
+// parsed with its command, or nested shell code) one level deeper, and
+// marks st unread where the bounds leave some of it unread.
+func (r *reading) nested(st *step, s *sh.Script, depth int) []*step {
+	if s.TooDeep {
+		st.unread = true // substitutions nested past shell.MaxNesting
 	}
-	if depth+1 > maxNesting {
+	if depth+1 > maxNesting || r.n >= maxSteps {
 		st.unread = true
 		return nil
 	}
