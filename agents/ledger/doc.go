@@ -21,6 +21,32 @@
 // normalises it into a family, and QueryLedger counts families so that a
 // family repeated past its limit requires a mutated query.
 //
+// # Reading commands
+//
+// The package has no shell reader of its own: every command is parsed
+// once with internal/shell (on mvdan.cc/sh/v3), the same understanding
+// of shell that sandboxd's deny rules and the logic verifier use. Its
+// simple commands are unwrapped by shell.Unwrap (sudo, env, timeout,
+// nice, xargs, …), and the commands they run in turn — command
+// substitutions, the code of bash -c, eval, su -c and of a here-document
+// or echoed text piped into a shell, find -exec — are read as children,
+// parsed in their turn, down to a bounded depth. Interpreters' programs
+// (python -c CODE and the glued -c'CODE', node -e, perl -e, a
+// here-document or here-string on stdin …) come from shell.InlineCode.
+// Words are read with their expansions as written (shell.Word.Text:
+// "$HOME/x", "$(date)"), as the ledger records them; program names are
+// lower-cased base names. ClassifyMove, ExtractQuery, URLs, Domains,
+// FailureType and the finalization gate all walk that one reading.
+//
+// A command that does not parse as shell (an unclosed quote or
+// here-document, prose, markup) is not guessed at: ClassifyMove types it
+// other, ExtractQuery finds no query, the finalization gate sees no
+// write, and URLs and Domains still report the http(s) URLs written in
+// its text (shell.TextURLs) so that the domain ledger and the
+// negative-claim sources do not lose them. Nested shell code that does
+// not parse (bash -c 'unclosed) makes the command that runs it other in
+// the same way, while the rest of the line is typed as usual.
+//
 // # Negative claims
 //
 // RegistrableDomain (eTLD+1 from a built-in list of common multi-label

@@ -9,16 +9,17 @@ import (
 	"strings"
 
 	"github.com/vera-run/vera/bus/catalog"
+	sh "github.com/vera-run/vera/internal/shell"
 )
 
-// neutral is the internal class of a segment that does not say what kind
-// of move a command is (cd, export, echo without redirection, a head or
-// sort filter in a pipe…). A command made only of neutral segments is
-// catalog.MoveOther.
+// neutral is the internal class of a step that does not say what kind of
+// move a command is (cd, export, echo without redirection, a head or sort
+// filter in a pipe, bash -c whose code says it…). A command made only of
+// neutral steps is catalog.MoveOther.
 const neutral catalog.MoveType = ""
 
 // moveRank orders the move types for ClassifyMove: a command is typed by
-// the highest-ranked type among its segments.
+// the highest-ranked type among its steps.
 var moveRank = map[catalog.MoveType]int{
 	catalog.MoveInstall: 9,
 	catalog.MoveVerify:  8,
@@ -34,9 +35,12 @@ var moveRank = map[catalog.MoveType]int{
 
 // ClassifyMove types a shell command for the move ledger.
 //
-// The command is split into simple commands (at | || && ; & and newlines;
-// bash -c, sh -c, eval and shell here-documents are read recursively) and
-// each is typed on its own:
+// The command is read once through internal/shell (see read): each
+// simple command it runs, past wrappers such as sudo, env, timeout or
+// xargs, is typed on its own, and so are the commands it runs in turn —
+// command substitutions, the code of bash -c, sh -c, eval and of a
+// here-document into a shell, find -exec — at any depth up to
+// maxNesting:
 //
 //   - install: pip/pip3/pipx/uv/conda/mamba install, python -m pip install,
 //     apt/apt-get/aptitude/yum/dnf/zypper install (and apt-get update),
@@ -54,10 +58,12 @@ var moveRank = map[catalog.MoveType]int{
 //     HTTP library on a URL, git clone/fetch/pull, yt-dlp;
 //   - write: output redirected into a file (not /dev/*) by a command that
 //     only produces text or reads files (echo, printf, cat, here-documents),
-//     tee to a file, cp, mv, mkdir, touch, ln, truncate, dd, sed -i, and
-//     inline code that writes files (open(…, 'w'), to_csv, savefig…);
-//   - compute: bc, dc, expr, units, qalc, echo $((…)), awk 'BEGIN{…}' with
-//     no input, and inline code (python -c, python - <<EOF, node -e, …)
+//     tee to a file, cp, mv, mkdir, touch, ln, truncate, dd, sed -i, perl
+//     -i, and inline code that writes files (open(…, 'w'), to_csv,
+//     savefig…);
+//   - compute: bc, dc, expr, units, qalc, let, echo $((…)), awk 'BEGIN{…}'
+//     with no input, and inline code (python -c CODE or -c'CODE', python -
+//     <<EOF, echo CODE | python3, node -e, … as shell.InlineCode finds it)
 //     doing arithmetic or using math, numpy, sympy, statistics…;
 //   - extract: grep without -r, jq, yq, awk, sed (other than sed -n N,Mp on
 //     files and sed -i), cut, tr, sort, uniq, wc, pdftotext, html2text,
@@ -68,8 +74,9 @@ var moveRank = map[catalog.MoveType]int{
 //     arguments, sed -n N,Mp on files, ls, tree, stat, file, du, find
 //     without a name test;
 //   - other: everything else (a script file run by python or bash, rm,
-//     tar, chmod…), and commands made only of neutral parts (cd, export,
-//     echo without redirection…).
+//     tar, chmod…, shell code that does not parse), commands made only of
+//     neutral parts (cd, export, echo without redirection…), and a command
+//     that does not parse as shell at all.
 //
 // Precedence: the command's type is the highest of its parts in the order
 // install > verify > search > fetch > write > compute > extract > read >
@@ -79,47 +86,29 @@ var moveRank = map[catalog.MoveType]int{
 // /work/page.html stays a fetch: only text producers and file readers
 // become writes by redirection, while jq … > out.json stays an extract.
 func ClassifyMove(cmd string) catalog.MoveType {
-	t := classifyShell(cmd, 0)
-	if t == neutral {
-		return catalog.MoveOther
-	}
-	return t
+	return read(cmd).move()
 }
 
-func classifyShell(src string, depth int) catalog.MoveType {
-	segs := parseShell(src)
+// move is ClassifyMove of a reading.
+func (r *reading) move() catalog.MoveType {
 	best := neutral
-	for i, s := range segs {
-		t := classifySegment(s, depth)
-		// A download piped into a shell or an interpreter is an install script.
-		if i > 0 && s.piped && isNetwork(segs[i-1]) {
-			if name, args := command(s.words); isShellName(name) || (isPython(name) && len(args) == 0) {
-				t = catalog.MoveInstall
-			}
-		}
-		if moveRank[t] > moveRank[best] {
+	r.walk(func(s *step) bool {
+		if t := classifyStep(s); moveRank[t] > moveRank[best] {
 			best = t
 		}
+		return true
+	})
+	if best == neutral {
+		return catalog.MoveOther
 	}
 	return best
 }
 
-func isShellName(n string) bool {
-	switch n {
-	case "sh", "bash", "zsh", "dash", "ksh":
-		return true
-	}
-	return false
-}
-
 func isPython(n string) bool {
-	return n == "py" || n == "pypy3" || strings.HasPrefix(n, "python")
+	return n == "py" || sh.Interpreter(n) == "python"
 }
 
-func isNetwork(s segment) bool {
-	name, _ := command(s.words)
-	return networkTools[name]
-}
+func (s *step) network() bool { return networkTools[s.name] }
 
 var networkTools = map[string]bool{
 	"curl": true, "wget": true, "lynx": true, "w3m": true, "links": true, "elinks": true,
@@ -165,10 +154,17 @@ var (
 	}
 )
 
-// classifySegment types one simple command; neutral when it says nothing.
-func classifySegment(s segment, depth int) catalog.MoveType {
-	name, args := command(s.words)
-	t := classifyCommand(name, args, s, depth)
+// classifyStep types one step on its own (the commands it runs are typed
+// as steps of their own); neutral when it says nothing.
+func classifyStep(s *step) catalog.MoveType {
+	t := classifyCommand(s)
+	if t == neutral && s.unread {
+		t = catalog.MoveOther // it runs shell code that could not be read
+	}
+	// A download piped into a shell or an interpreter is an install script.
+	if p := s.pipeFrom; p != nil && s.piped() && p.network() && (sh.Shells[s.name] || (isPython(s.name) && len(s.args) == 0)) {
+		t = catalog.MoveInstall
+	}
 	// Redirecting a text producer or a file reader into a file is a write.
 	if (t == neutral || t == catalog.MoveRead) && len(s.stdoutFiles()) > 0 {
 		return catalog.MoveWrite
@@ -176,28 +172,14 @@ func classifySegment(s segment, depth int) catalog.MoveType {
 	return t
 }
 
-func classifyCommand(name string, args []string, s segment, depth int) catalog.MoveType {
+func classifyCommand(s *step) catalog.MoveType {
+	name, args := s.name, s.args
 	switch {
-	case name == "bash" || name == "sh" || name == "zsh" || name == "dash" || name == "ksh" || name == "eval":
-		if depth > 4 {
-			return catalog.MoveOther
-		}
-		if name == "eval" {
-			return classifyShell(strings.Join(args, " "), depth+1)
-		}
-		for i, a := range args {
-			if a == "-c" || (strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsRune(a, 'c')) {
-				if i+1 < len(args) {
-					return classifyShell(args[i+1], depth+1)
-				}
-				return catalog.MoveOther
-			}
-			if !strings.HasPrefix(a, "-") {
-				return catalog.MoveOther // a script file
-			}
-		}
-		if s.stdin != "" {
-			return classifyShell(s.stdin, depth+1)
+	case s.runsCode():
+		return neutral // its nested steps say what it does
+	case sh.Shells[name]:
+		if _, ok, stdin := sh.ShellScript(args); !ok && !stdin {
+			return catalog.MoveOther // a script file
 		}
 		return neutral
 	case installs(name, args):
@@ -252,13 +234,12 @@ func classifyCommand(name string, args []string, s segment, depth int) catalog.M
 	case name == "sed" || name == "gsed":
 		return classifySed(args)
 	case name == "awk" || name == "gawk" || name == "mawk" || name == "nawk":
-		if awkCompute(args, s) {
+		if awkCompute(s) {
 			return catalog.MoveCompute
 		}
 		return catalog.MoveExtract
-	case name == "perl" || name == "ruby" || name == "node" || name == "nodejs" || name == "deno" ||
-		name == "php" || name == "rscript" || name == "julia" || isPython(name):
-		return classifyInterpreter(name, args, s)
+	case isPython(name) || sh.Interpreter(name) != "":
+		return classifyInterpreter(s)
 	case name == "tee":
 		if len(nonFlags(args)) > 0 {
 			return catalog.MoveWrite
@@ -392,7 +373,8 @@ func classifySed(args []string) catalog.MoveType {
 
 // awkCompute reports an awk program that only computes: a BEGIN block,
 // no input file and no piped or redirected input.
-func awkCompute(args []string, s segment) bool {
+func awkCompute(s *step) bool {
+	args := s.args
 	var prog string
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -411,7 +393,7 @@ func awkCompute(args []string, s segment) bool {
 		rest = append(rest, a)
 	}
 	p := strings.TrimSpace(prog)
-	if !strings.HasPrefix(p, "BEGIN") || s.piped || s.hasStdinFile() || s.hasStdinDoc() {
+	if !strings.HasPrefix(p, "BEGIN") || s.piped() || s.hasStdinFile() || s.hasStdinDoc() {
 		return false
 	}
 	if len(rest) > 0 || strings.Contains(p, "getline") {
@@ -419,7 +401,32 @@ func awkCompute(args []string, s segment) bool {
 	}
 	// Only a BEGIN block: nothing after its closing brace.
 	open := strings.IndexByte(p, '{')
-	return open >= 0 && closing(p, open, '{', '}') == len(p)
+	return open >= 0 && awkBlockEnd(p, open) == len(p)
+}
+
+// awkBlockEnd returns the index after the brace closing the awk block
+// that opens at p[open], skipping awk's string literals; len(p) when it is
+// not closed.
+func awkBlockEnd(p string, open int) int {
+	depth := 0
+	for i := open; i < len(p); i++ {
+		switch p[i] {
+		case '"':
+			for i++; i < len(p) && p[i] != '"'; i++ {
+				if p[i] == '\\' {
+					i++
+				}
+			}
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return len(p)
 }
 
 // grepRecursive reports grep -r/-R/--recursive.
@@ -485,7 +492,6 @@ func nonFlags(args []string) []string {
 
 // Inline code of interpreters.
 var (
-	urlInText     = regexp.MustCompile(`https?://[^\s'"` + "`" + `<>\\)\]}]+`)
 	codeHTTP      = regexp.MustCompile(`\b(requests|urllib|httpx|aiohttp|http\.client|urlopen|fetch\s*\(|axios|playwright|selenium|pyppeteer|LWP|HTTP::Tiny|open-uri|Net::HTTP|file_get_contents|download\.file|HTTP\.get|curl_)`)
 	codeWrite     = regexp.MustCompile(`open\s*\([^)]*,\s*['"][wax]b?\+?['"]|\.write_text\(|\.write_bytes\(|\.to_csv\(|\.to_excel\(|\.to_json\(|\.to_parquet\(|savefig\(|json\.dump\(|writeFileSync|writeFile\(|write\.csv|\bFile\.write|fs\.write|\.save\(\s*['"]`)
 	codeParse     = regexp.MustCompile(`\b(json\.loads?|re\.(search|findall|match|sub|finditer|compile|split)|BeautifulSoup|bs4|lxml|html\.parser|HTMLParser|csv\.|pandas|pd\.read_|read_csv|sys\.stdin|yaml\.|xml\.|ElementTree|pypdf|PyPDF2|pdfplumber|fitz|\.read\(\)|readlines|open\s*\(|JSON\.parse|split\(|\.find\(|\.select\(|xpath)`)
@@ -494,69 +500,51 @@ var (
 	codeSearchKey = regexp.MustCompile(`['"](q|query|search|wd|srsearch|search_query)['"]\s*:\s*['"]([^'"]+)['"]`)
 )
 
-// interpreterCode returns the inline code of an interpreter invocation
-// (python -c, node/ruby/Rscript/julia -e, perl -e/-ne, php -r, or a
-// here-document on stdin) and whether there is one; module is python's -m
-// module.
-func interpreterCode(name string, args []string, s segment) (code, module string, ok bool) {
-	isCodeFlag := func(a string) bool {
-		switch {
-		case isPython(name):
-			return a == "-c"
-		case name == "php":
-			return a == "-r"
-		case name == "perl":
-			return strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a[1:], "eE")
+// classifyInterpreter types an interpreter step by the program it runs
+// (shell.InlineCode): python -m json.tool extracts, perl filters (-n, -p,
+// a script) extract and perl -i writes, inline code is typed by what it
+// does (classifyCode), and a script file or another module is other.
+func classifyInterpreter(s *step) catalog.MoveType {
+	in, _ := s.inline()
+	perl := in.Lang == "perl"
+	switch {
+	case in.Module != "":
+		if in.Module == "json.tool" {
+			return catalog.MoveExtract
 		}
-		return a == "-e" || a == "-E" || a == "--eval" || a == "-p" || a == "--print"
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case isPython(name) && a == "-m" && i+1 < len(args):
-			return "", args[i+1], false
-		case isCodeFlag(a):
-			if i+1 < len(args) {
-				return args[i+1], "", true
-			}
-			return "", "", false
-		case strings.HasPrefix(a, "-"):
-			continue
-		default:
-			return "", "", false // a script file
-		}
-	}
-	if s.stdin != "" {
-		return s.stdin, "", true
-	}
-	return "", "", false
-}
-
-func classifyInterpreter(name string, args []string, s segment) catalog.MoveType {
-	code, module, ok := interpreterCode(name, args, s)
-	if module != "" {
-		if module == "json.tool" {
+		return catalog.MoveOther
+	case perl && in.InPlace:
+		return catalog.MoveWrite
+	case len(in.Codes) == 0:
+		if perl {
 			return catalog.MoveExtract
 		}
 		return catalog.MoveOther
 	}
-	if !ok {
-		if name == "perl" {
-			return catalog.MoveExtract
-		}
-		return catalog.MoveOther
-	}
-	t := classifyCode(code)
-	if t == catalog.MoveOther && name == "perl" {
+	t := classifyCode(strings.Join(in.Codes, "\n"))
+	if t == catalog.MoveOther && perl {
 		return catalog.MoveExtract // perl -ne/-pe filters
 	}
 	return t
 }
 
+// code returns the inline code of an interpreter step, and whether there
+// is any.
+func (s *step) code() (string, bool) {
+	if !isPython(s.name) && sh.Interpreter(s.name) == "" {
+		return "", false
+	}
+	in, _ := s.inline()
+	if len(in.Codes) == 0 {
+		return "", false
+	}
+	return strings.Join(in.Codes, "\n"), true
+}
+
 // classifyCode types inline program text.
 func classifyCode(code string) catalog.MoveType {
 	if codeHTTP.MatchString(code) {
-		for _, u := range urlInText.FindAllString(code, -1) {
+		for _, u := range sh.TextURLs(code) {
 			if _, ok := searchQueryFromURL(u); ok {
 				return catalog.MoveSearch
 			}
@@ -564,7 +552,7 @@ func classifyCode(code string) catalog.MoveType {
 		if codeSearchKey.MatchString(code) && engineInText(code) {
 			return catalog.MoveSearch
 		}
-		if urlInText.MatchString(code) || strings.Contains(code, "url") || strings.Contains(code, "URL") {
+		if len(sh.TextURLs(code)) > 0 || strings.Contains(code, "url") || strings.Contains(code, "URL") {
 			return catalog.MoveFetch
 		}
 	}
@@ -582,7 +570,7 @@ func classifyCode(code string) catalog.MoveType {
 }
 
 func engineInText(code string) bool {
-	for _, u := range urlInText.FindAllString(code, -1) {
+	for _, u := range sh.TextURLs(code) {
 		if IsSearchEngine(u) {
 			return true
 		}
@@ -740,10 +728,18 @@ func downloadArgs(name string, args []string) download {
 
 // URLs returns the URLs a command targets: the URL arguments of download
 // tools (also bare host names such as example.com/page given to them) and
-// the http(s) URLs written anywhere else in it (inline code, git clone…),
-// in order of appearance, without duplicates (a URL that is the start of
-// one already found, as a $(…) cut at a space leaves, is dropped).
+// the http(s) URLs written anywhere else in it (inline code, here-documents,
+// git clone…), without duplicates (a URL that is the start of one already
+// found, as a $(…) cut at a space leaves, is dropped). Each command comes
+// with its download arguments first, then the commands it runs (bash -c,
+// substitutions…), then the URLs written in its words. A command that does
+// not parse as shell still gives the http(s) URLs written in it.
 func URLs(cmd string) []string {
+	return read(cmd).urls()
+}
+
+// urls is URLs of a reading.
+func (r *reading) urls() []string {
 	var out []string
 	add := func(u string) {
 		u = strings.TrimRight(u, ".,;:")
@@ -757,7 +753,29 @@ func URLs(cmd string) []string {
 		}
 		out = append(out, u)
 	}
-	collectURLs(cmd, 0, add)
+	if !r.parsed {
+		for _, u := range sh.TextURLs(r.src) {
+			add(u)
+		}
+		return out
+	}
+	var visit func([]*step)
+	visit = func(steps []*step) {
+		for _, s := range steps {
+			if s.network() {
+				for _, u := range downloadArgs(s.name, s.args).urls {
+					add(u)
+				}
+			}
+			visit(s.kids)
+			for _, t := range s.texts() {
+				for _, u := range sh.TextURLs(t) {
+					add(u)
+				}
+			}
+		}
+	}
+	visit(r.steps)
 	return out
 }
 
@@ -789,37 +807,17 @@ func SourceURL(raw string) string {
 	return raw
 }
 
-func collectURLs(cmd string, depth int, add func(string)) {
-	for _, s := range parseShell(cmd) {
-		name, args := command(s.words)
-		if networkTools[name] {
-			for _, u := range downloadArgs(name, args).urls {
-				add(u)
-			}
-		} else if isShellName(name) && depth < 4 {
-			for i, a := range args {
-				if a == "-c" && i+1 < len(args) {
-					collectURLs(args[i+1], depth+1, add)
-				}
-			}
-		}
-		for _, w := range s.words {
-			for _, u := range urlInText.FindAllString(w, -1) {
-				add(u)
-			}
-		}
-		for _, u := range urlInText.FindAllString(s.stdin, -1) {
-			add(u)
-		}
-	}
-}
-
 // Domains returns the lower-cased hosts of the command's URLs (see URLs),
 // and of the sources they wrap (see SourceURL), sorted and without
 // duplicates: the domains of a catalog.LedgerMove.
 func Domains(cmd string) []string {
+	return read(cmd).domains()
+}
+
+// domains is Domains of a reading.
+func (r *reading) domains() []string {
 	var out []string
-	for _, u := range URLs(cmd) {
+	for _, u := range r.urls() {
 		for _, x := range []string{u, SourceURL(u)} {
 			if h := Host(x); h != "" {
 				out = append(out, h)
@@ -894,6 +892,11 @@ var (
 // silently), empty_output (a search, fetch or extract that printed
 // nothing) or exit_N. It returns "" for a call that did not fail.
 func FailureType(cmd string, f catalog.ToolFinished) string {
+	return read(cmd).failureType(f)
+}
+
+// failureType is FailureType of a reading.
+func (r *reading) failureType(f catalog.ToolFinished) string {
 	text := f.Stderr.Head + "\n" + f.Stderr.Tail + "\n" + f.Stdout.Head + "\n" + f.Stdout.Tail
 	switch {
 	case f.Denied:
@@ -917,7 +920,7 @@ func FailureType(cmd string, f catalog.ToolFinished) string {
 			return "http_" + m[1]
 		}
 		if OutcomeOf(f) == catalog.LedgerEmpty {
-			switch ClassifyMove(cmd) {
+			switch r.move() {
 			case catalog.MoveSearch, catalog.MoveFetch, catalog.MoveExtract:
 				return "empty_output"
 			}
@@ -928,7 +931,7 @@ func FailureType(cmd string, f catalog.ToolFinished) string {
 		return "command_not_found"
 	}
 	if f.ExitCode == 1 && strings.TrimSpace(text) == "" {
-		switch ClassifyMove(cmd) {
+		switch r.move() {
 		case catalog.MoveSearch, catalog.MoveExtract:
 			return "no_match" // grep found nothing
 		}
@@ -941,28 +944,29 @@ func FailureType(cmd string, f catalog.ToolFinished) string {
 			return p.typ
 		}
 	}
-	if f.ExitCode == 22 && networkCommand(cmd) {
+	if f.ExitCode == 22 && r.network() {
 		return "http_error"
 	}
-	if f.ExitCode == 28 && networkCommand(cmd) {
+	if f.ExitCode == 28 && r.network() {
 		return "timeout"
 	}
-	if f.ExitCode == 6 && networkCommand(cmd) {
+	if f.ExitCode == 6 && r.network() {
 		return "dns_error"
 	}
-	if f.ExitCode == 7 && networkCommand(cmd) {
+	if f.ExitCode == 7 && r.network() {
 		return "connection_error"
 	}
 	return "exit_" + strconv.Itoa(f.ExitCode)
 }
 
-func networkCommand(cmd string) bool {
-	for _, s := range parseShell(cmd) {
-		if isNetwork(s) {
-			return true
-		}
-	}
-	return false
+// network reports whether the command runs a download tool anywhere.
+func (r *reading) network() bool {
+	found := false
+	r.walk(func(s *step) bool {
+		found = s.network()
+		return !found
+	})
+	return found
 }
 
 // Finalization-style writes: deliverables rather than working files.
@@ -976,10 +980,15 @@ var (
 // name mentions final, report, answer, deliverable, summary, conclusion
 // or submission (notes.md and the ledgers never count).
 func finalizationTarget(cmd string) (string, bool) {
-	if ClassifyMove(cmd) != catalog.MoveWrite {
+	return read(cmd).finalizationTarget()
+}
+
+// finalizationTarget is finalizationTarget of a reading.
+func (r *reading) finalizationTarget() (string, bool) {
+	if r.move() != catalog.MoveWrite {
 		return "", false
 	}
-	for _, t := range writeTargets(cmd, 0) {
+	for _, t := range r.writeTargets() {
 		base := path.Base(t)
 		if base == "notes.md" || strings.HasSuffix(base, ".jsonl") || strings.HasPrefix(t, "/dev/") {
 			continue
@@ -993,28 +1002,21 @@ func finalizationTarget(cmd string) (string, bool) {
 
 // writeTargets returns the files a command writes: redirection targets,
 // tee arguments, cp/mv/install destinations and paths written by inline
-// code.
-func writeTargets(cmd string, depth int) []string {
+// code, of every command it runs.
+func (r *reading) writeTargets() []string {
 	var out []string
-	for _, s := range parseShell(cmd) {
+	r.walk(func(s *step) bool {
 		out = append(out, s.stdoutFiles()...)
-		name, args := command(s.words)
-		switch {
-		case name == "tee":
-			out = append(out, nonFlags(args)...)
-		case name == "cp" || name == "mv" || name == "install" || name == "rsync":
-			if nf := nonFlags(args); len(nf) > 1 {
+		switch s.name {
+		case "tee":
+			out = append(out, nonFlags(s.args)...)
+		case "cp", "mv", "install", "rsync":
+			if nf := nonFlags(s.args); len(nf) > 1 {
 				out = append(out, nf[len(nf)-1])
 			}
-		case isShellName(name) && depth < 4:
-			for i, a := range args {
-				if a == "-c" && i+1 < len(args) {
-					out = append(out, writeTargets(args[i+1], depth+1)...)
-				}
-			}
 		}
-		for _, src := range append(slices.Clone(s.words), s.stdin) {
-			for _, m := range codePath.FindAllStringSubmatch(src, -1) {
+		for _, t := range s.texts() {
+			for _, m := range codePath.FindAllStringSubmatch(t, -1) {
 				for _, g := range m[1:] {
 					if g != "" {
 						out = append(out, g)
@@ -1022,6 +1024,7 @@ func writeTargets(cmd string, depth int) []string {
 				}
 			}
 		}
-	}
+		return true
+	})
 	return out
 }

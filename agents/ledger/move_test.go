@@ -235,22 +235,27 @@ func TestFinalizationTarget(t *testing.T) {
 	}
 }
 
-func TestParseShell(t *testing.T) {
-	segs := parseShell("FOO=1 sudo -u me curl -s 'a b' \"c\\\"d\" 2>/dev/null | grep -e x && cat <<EOF > /work/o.txt\nline1\nline2\nEOF\necho $(date +%s) # comment | not a pipe")
-	if len(segs) != 4 {
-		t.Fatalf("segments = %d: %+v", len(segs), segs)
+// TestRead replaces TestParseShell (the ledger's own reader is gone): the
+// same command line read through internal/shell.
+func TestRead(t *testing.T) {
+	r := read("FOO=1 sudo -u me curl -s 'a b' \"c\\\"d\" 2>/dev/null | grep -e x && cat <<EOF > /work/o.txt\nline1\nline2\nEOF\necho $(date +%s) # comment | not a pipe")
+	segs := r.steps
+	if !r.parsed || len(segs) != 4 {
+		t.Fatalf("steps = %d: %+v", len(segs), segs)
 	}
-	name, args := command(segs[0].words)
-	if name != "curl" || !slices.Equal(args, []string{"-s", "a b", `c"d`}) {
-		t.Errorf("segment 0: %q %q", name, args)
+	if name, args := segs[0].name, segs[0].args; name != "curl" || !slices.Equal(args, []string{"-s", "a b", `c"d`}) {
+		t.Errorf("step 0: %q %q", name, args)
 	}
-	if segs[0].op != "|" || !segs[1].piped || segs[1].op != "&&" {
-		t.Errorf("operators: %q %v %q", segs[0].op, segs[1].piped, segs[1].op)
+	if segs[0].cmd.Op != "|" || !segs[1].piped() || segs[1].pipeFrom != segs[0] || segs[1].cmd.Op != "&&" {
+		t.Errorf("operators: %q %v %q", segs[0].cmd.Op, segs[1].piped(), segs[1].cmd.Op)
 	}
-	if segs[2].stdin != "line1\nline2" || !slices.Equal(segs[2].stdoutFiles(), []string{"/work/o.txt"}) {
-		t.Errorf("here-document: %q %q", segs[2].stdin, segs[2].stdoutFiles())
+	if stdin, _ := stdinText(segs[2].cmd); stdin != "line1\nline2\n" || !segs[2].hasStdinDoc() || !slices.Equal(segs[2].stdoutFiles(), []string{"/work/o.txt"}) {
+		t.Errorf("here-document: %q %q", stdin, segs[2].stdoutFiles())
 	}
-	if !slices.Equal(segs[3].words, []string{"echo", "$(date +%s)"}) {
-		t.Errorf("segment 3: %q", segs[3].words)
+	if segs[3].name != "echo" || !slices.Equal(segs[3].args, []string{"$(date +%s)"}) {
+		t.Errorf("step 3: %q %q", segs[3].name, segs[3].args)
+	}
+	if k := segs[3].kids; len(k) != 1 || k[0].name != "date" {
+		t.Errorf("step 3 runs %+v, want date", k)
 	}
 }

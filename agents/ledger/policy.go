@@ -224,6 +224,13 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 		t.Step = next.Step
 		out = append(out, t)
 	}
+	var rd *reading // the proposed command, read once when a rule needs it
+	command := func() *reading {
+		if rd == nil {
+			rd = read(next.Command)
+		}
+		return rd
+	}
 
 	status := next.Status
 	if next.FormatError != "" || strings.TrimSpace(status) == "" {
@@ -256,7 +263,7 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 	}
 
 	if len(s.choices) > 0 && s.choiceStep < next.Step && next.isShell() {
-		mt := ClassifyMove(next.Command)
+		mt := command().move()
 		for _, c := range s.choices {
 			if choiceMove(c) == mt {
 				add(catalog.PolicyTriggered{Rule: catalog.RuleChoiceMatched, Effect: catalog.EffectNudge, Matched: c})
@@ -352,7 +359,7 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 	}
 
 	if next.isShell() {
-		if t, ok := gate(s, p, nc, active, next); ok {
+		if t, ok := gate(s, p, nc, active, next, command()); ok {
 			add(t)
 			if t.Rule == catalog.RuleDomainShift || t.Rule == catalog.RuleQueryMutationRequired {
 				trigger = t.Rule
@@ -390,9 +397,9 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 }
 
 // gate returns the first gate refusing a shell action.
-func gate(s *State, p Policy, nc *NegativeClaim, active bool, next Proposed) (catalog.PolicyTriggered, bool) {
+func gate(s *State, p Policy, nc *NegativeClaim, active bool, next Proposed, rd *reading) (catalog.PolicyTriggered, bool) {
 	cmd := next.Command
-	if target, ok := finalizationTarget(cmd); ok && p.FinalizationStopAfter > 0 && s.finalWrites+1 >= p.FinalizationStopAfter {
+	if target, ok := rd.finalizationTarget(); ok && p.FinalizationStopAfter > 0 && s.finalWrites+1 >= p.FinalizationStopAfter {
 		n := s.finalWrites + 1
 		return catalog.PolicyTriggered{
 			Rule: catalog.RuleFinalizationStop, Effect: catalog.EffectStop,
@@ -412,7 +419,7 @@ func gate(s *State, p Policy, nc *NegativeClaim, active bool, next Proposed) (ca
 			}, true
 		}
 	}
-	if q, ok := ExtractQuery(cmd); ok && p.QueryFamilyLimit > 0 {
+	if q, ok := rd.query(); ok && p.QueryFamilyLimit > 0 {
 		fam := Family(q)
 		if s.queries.NeedsMutation(fam, p.QueryFamilyLimit) {
 			c := s.queries.Count(fam)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vera-run/vera/bus/catalog"
+	sh "github.com/vera-run/vera/internal/shell"
 )
 
 // ExtractQuery returns the search query a command issues, and whether it
@@ -35,45 +36,40 @@ import (
 //     rg, ag, ack, git grep, and the -name/-iname/-path/-regex value of
 //     find.
 //
-// The query is returned decoded (percent-escapes and + undone) and trimmed.
-// A query built by a command substitution gives the literal inside it
+// The command is read through internal/shell like ClassifyMove's, and
+// the first query wins, each command before the ones it runs (bash -c,
+// eval, here-documents into a shell, substitutions, find -exec…). The query
+// is returned decoded (percent-escapes and + undone) and trimmed. A query
+// built by a command substitution gives the quoted literal inside it
 // ($(echo 'acme widget' | sed 's/ /+/g') → acme widget); shell variables
-// stay as written.
+// stay as written. A command that does not parse as shell issues no query
+// this function can name.
 func ExtractQuery(cmd string) (string, bool) {
-	return extractQuery(cmd, 0)
+	return read(cmd).query()
 }
 
-func extractQuery(cmd string, depth int) (string, bool) {
-	for _, s := range parseShell(cmd) {
-		if q, ok := segmentQuery(s, depth); ok {
-			return q, true
-		}
+// query is ExtractQuery of a reading.
+func (r *reading) query() (q string, found bool) {
+	r.walk(func(s *step) bool {
+		q, found = stepQuery(s)
+		// An item xargs reads from an unknown input is no query.
+		found = found && !strings.ContainsRune(q, sh.Unknown)
+		return !found
+	})
+	if !found {
+		return "", false
 	}
-	return "", false
+	return q, true
 }
 
-func segmentQuery(s segment, depth int) (string, bool) {
-	name, args := command(s.words)
+// stepQuery returns the query one step issues on its own.
+func stepQuery(s *step) (string, bool) {
+	name, args := s.name, s.args
 	switch {
-	case isShellName(name) || name == "eval":
-		if depth > 4 {
-			return "", false
-		}
-		if name == "eval" {
-			return extractQuery(strings.Join(args, " "), depth+1)
-		}
-		for i, a := range args {
-			if (a == "-c" || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsRune(a, 'c')) && i+1 < len(args) {
-				return extractQuery(args[i+1], depth+1)
-			}
-		}
-		if s.stdin != "" {
-			return extractQuery(s.stdin, depth+1)
-		}
 	case networkTools[name]:
 		d := downloadArgs(name, args)
 		if d.query != "" && !d.head {
-			return d.query, true
+			return s.literalQuery(d.query), true
 		}
 	case name == "ddgr" || name == "googler":
 		return joinQuery(optionFree(args, "nrtwcl")), true
@@ -111,8 +107,8 @@ func segmentQuery(s segment, depth int) (string, bool) {
 		if nf := optionFree(args, "edtEcj"); len(nf) > 0 {
 			return nf[0], true
 		}
-	case isPython(name) || name == "node" || name == "nodejs" || name == "deno" || name == "ruby" || name == "perl" || name == "php":
-		if code, _, ok := interpreterCode(name, args, s); ok {
+	default:
+		if code, ok := s.code(); ok {
 			return codeQuery(code)
 		}
 	}
@@ -124,7 +120,7 @@ func codeQuery(code string) (string, bool) {
 	if !codeHTTP.MatchString(code) {
 		return "", false
 	}
-	for _, u := range urlInText.FindAllString(code, -1) {
+	for _, u := range sh.TextURLs(code) {
 		if q, ok := searchQueryFromURL(u); ok {
 			return q, true
 		}
@@ -134,7 +130,7 @@ func codeQuery(code string) (string, bool) {
 			return strings.TrimSpace(m[2]), true
 		}
 	}
-	for _, u := range urlInText.FindAllString(code, -1) {
+	for _, u := range sh.TextURLs(code) {
 		if emptySearchParam(u) {
 			if m := codeQuoteArg.FindStringSubmatch(code); m != nil {
 				return strings.TrimSpace(m[1]), true
@@ -221,32 +217,35 @@ func searchQueryFromURL(raw string) (string, bool) {
 	if err != nil && len(vals) == 0 {
 		return "", false
 	}
-	q, ok := queryParam(vals, strings.ToLower(u.Hostname()), u.Path)
-	if ok {
-		q = literalQuery(q)
-	}
-	return q, ok
+	return queryParam(vals, strings.ToLower(u.Hostname()), u.Path)
 }
 
-// shellLiteral finds the first quoted literal in a command substitution.
-var shellLiteral = regexp.MustCompile(`'([^']+)'|"([^"]+)"`)
-
-// literalQuery returns the quoted literal of a query built by a command
-// substitution ($(echo 'acme widget' | sed 's/ /+/g') → acme widget,
-// $(python3 -c "…quote('acme widget')") → acme widget); the query itself
-// otherwise.
-func literalQuery(q string) string {
-	i := strings.Index(q, "$(")
-	if i < 0 {
+// literalQuery returns the literal a query built by a command substitution
+// searches for, read from the step's parsed substitutions: the argument of
+// a URL-quoting call in their code ($(python3 -c "…quote('acme widget')")
+// → acme widget), else their first quoted literal word with a letter
+// ($(echo 'acme widget' | sed 's/ /+/g') → acme widget); the query itself
+// when it has no substitution or they hold no such literal.
+func (s *step) literalQuery(q string) string {
+	if s.byArgv || !strings.Contains(q, "$(") && !strings.Contains(q, "`") {
 		return q
 	}
-	body := q[i+2:]
-	if m := codeQuoteArg.FindStringSubmatch(body); m != nil {
-		return m[1]
+	subs := s.cmd.AllSubs()
+	for _, sub := range subs {
+		if m := codeQuoteArg.FindStringSubmatch(sub.Src); m != nil {
+			return m[1]
+		}
 	}
-	for _, m := range shellLiteral.FindAllStringSubmatch(body, -1) {
-		if lit := m[1] + m[2]; strings.ContainsFunc(lit, unicode.IsLetter) {
-			return lit
+	for _, sub := range subs {
+		for _, c := range sub.Cmds {
+			if c.Kind != sh.Simple {
+				continue
+			}
+			for _, w := range c.Words[min(1, len(c.Words)):] {
+				if w.Quoted && w.Literal() && strings.ContainsFunc(w.Value, unicode.IsLetter) {
+					return w.Value
+				}
+			}
 		}
 	}
 	return q

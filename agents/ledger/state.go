@@ -171,7 +171,8 @@ func (s *State) QueryLine(requestID string) (catalog.LedgerQuery, bool) {
 // BlockedMove returns the move-ledger line of a shell action a gate
 // refused: its type and domains, outcome denied, no request.
 func BlockedMove(step int, cmd string) catalog.LedgerMove {
-	return catalog.LedgerMove{Step: step, MoveType: ClassifyMove(cmd), Command: cmd, Outcome: catalog.LedgerDenied, Domains: Domains(cmd)}
+	r := read(cmd)
+	return catalog.LedgerMove{Step: step, MoveType: r.move(), Command: cmd, Outcome: catalog.LedgerDenied, Domains: r.domains()}
 }
 
 // Apply folds one event's data (see State).
@@ -321,7 +322,8 @@ func (s *State) applyFinished(e catalog.ToolFinished) {
 		cmd = r.command
 	}
 	s.resultFresh = true
-	if ft := FailureType(cmd, e); ft == "" {
+	rd := read(cmd) // the command is read once for every ledger below
+	if ft := rd.failureType(e); ft == "" {
 		s.failType, s.failStreak = "", 0
 	} else if ft == s.failType {
 		s.failStreak++
@@ -332,18 +334,18 @@ func (s *State) applyFinished(e catalog.ToolFinished) {
 		return
 	}
 	outcome := OutcomeOf(e)
-	mt := ClassifyMove(cmd)
+	mt := rd.move()
 	r.done = true
 	r.move = catalog.LedgerMove{
 		Step: r.step, MoveType: mt, Command: cmd, Outcome: outcome,
-		RequestID: e.RequestID, Domains: Domains(cmd),
+		RequestID: e.RequestID, Domains: rd.domains(),
 	}
-	if q, ok := ExtractQuery(cmd); ok && !e.Denied {
+	if q, ok := rd.query(); ok && !e.Denied {
 		r.query = s.queries.Observe(r.step, q, outcome, s.Policy().QueryFamilyLimit)
 		r.query.RequestID = e.RequestID
 		r.hasQuery = true
 	}
-	s.neg.Observe(mt, URLs(cmd), outcome)
+	s.neg.Observe(mt, rd.urls(), outcome)
 }
 
 func (s *State) applyEvidence(e catalog.EvidenceRecorded) {

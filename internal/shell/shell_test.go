@@ -140,6 +140,8 @@ func TestUnwrap(t *testing.T) {
 		{`eval "rm -rf /"`, "eval", "rm -rf /", []string{"rm -rf /"}},
 		{`env -S 'rm -rf /'`, "rm", "-rf /", nil},
 		{`alias ll='ls -l' x='rm -rf /'`, "alias", "ll=ls -l x=rm -rf /", []string{"ls -l", "rm -rf /"}},
+		{`FOO=1 B="$x" sudo -u me A=2 rm -rf /`, "rm", "-rf /", nil},
+		{`X=1`, "", "", nil},
 	} {
 		s := mustParse(t, tc.src)
 		cs := simple(s)

@@ -81,6 +81,14 @@ func Unwrap(argv []string, ctx Context) Invocation {
 	words := argv
 loop:
 	for guard := 0; guard < maxUnwrap && len(words) > 0; guard++ {
+		// NAME=value words before the program (FOO=1 cmd, sudo A=1 cmd) set
+		// its environment; they do not name it.
+		for len(words) > 0 && IsAssignment(words[0]) {
+			words = words[1:]
+		}
+		if len(words) == 0 {
+			break
+		}
 		name := CommandName(words[0])
 		args := words[1:]
 		var next []string
