@@ -238,3 +238,26 @@ func TestParseBoundsDepth(t *testing.T) {
 		t.Error("200 nested substitutions not reported as TooDeep")
 	}
 }
+
+func TestFuncDefBody(t *testing.T) {
+	s := mustParse(t, "f() { a | b & }; g() ( c ); f")
+	var defs []*Cmd
+	for i, c := range s.Cmds {
+		if c.Kind == FuncDef {
+			defs = append(defs, c)
+			if c.Body > 0 && s.Cmds[i+c.Body].Kind == FuncDef {
+				t.Errorf("%s: body runs into the next definition", c.Words[0].Value)
+			}
+		}
+	}
+	if len(defs) != 2 {
+		t.Fatalf("%d definitions", len(defs))
+	}
+	if defs[0].Decl != "f() { a | b & }" || defs[0].Body != 2 {
+		t.Errorf("f: Decl %q Body %d, want the declaration and 2", defs[0].Decl, defs[0].Body)
+	}
+	// The subshell body is bracketed: open, c, close.
+	if defs[1].Decl != "g() ( c )" || defs[1].Body != 3 {
+		t.Errorf("g: Decl %q Body %d", defs[1].Decl, defs[1].Body)
+	}
+}
