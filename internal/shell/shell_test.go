@@ -139,6 +139,8 @@ func TestUnwrap(t *testing.T) {
 		{`echo 'rm -rf /' | bash -s`, "bash", "-s", []string{"rm -rf /\n"}},
 		{`eval "rm -rf /"`, "eval", "rm -rf /", []string{"rm -rf /"}},
 		{`env -S 'rm -rf /'`, "rm", "-rf /", nil},
+		{`nsenter -t 1 -m -u rm -rf /`, "rm", "-rf /", nil},
+		{`nsenter --target 1 --mount=/proc/1/ns/mnt -p/proc/1/ns/pid rm -rf /`, "rm", "-rf /", nil},
 	} {
 		s := mustParse(t, tc.src)
 		cs := simple(s)

@@ -168,8 +168,9 @@ loop:
 			}
 			next = rest
 		case "nsenter":
-			_, next = ParseOptions(args, "tSGrwmuinpUCT", "target", "setuid", "setgid", "root", "wd",
-				"mount", "uts", "ipc", "net", "pid", "user", "cgroup", "time")
+			// -m, -u, -i, -n, -p, -U, -C, -T, -r and -w take an optional
+			// value, glued (-m/proc/1/ns/mnt) or after = (--mount=…).
+			_, next = ParseOptions(args, "tSG", "target", "setuid", "setgid")
 		case "runcon":
 			if p, rest := ParseOptions(args, "turl", "type", "user", "role", "range"); len(p.Short)+len(p.Long) > 0 {
 				next = rest
