@@ -280,6 +280,17 @@ while True: os.fork()"`, "fork_bomb"},
 	{"chmod -R 000 /etc", "chmod_root"},
 	{"chgrp -R staff /var", "chmod_root"},
 	{"chmod --recursive 777 /*", "chmod_root"},
+
+	// unparseable: bash would refuse these too.
+	{"echo 'unterminated", "unparseable"},
+	{"rm -rf / )", "unparseable"},
+	{"echo $(", "unparseable"},
+	{"if true; then rm -rf /", "unparseable"},
+
+	// decoded_script
+	{"echo cm0gLXJmIC8K | base64 -d | sh", "decoded_script"},
+	{"xxd -r -p payload.hex | bash", "decoded_script"},
+	{"openssl enc -d -aes-256-cbc -in x.enc -pass pass:k | sh", "decoded_script"},
 }
 
 // allowCases are look-alikes that must not be denied.
