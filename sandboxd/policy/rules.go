@@ -84,7 +84,7 @@ var rules = []Rule{
 			"find /work -name '*.pyc' -delete", "find / -name core -delete", "find /tmp -mindepth 1 -delete",
 			`python3 -c "import shutil; shutil.rmtree('/work/build')"`, `python3 -c "print('shutil.rmtree(\'/\')')"`,
 			"parallel gzip ::: /work/a.log /work/b.log", "script -qc 'ls /' /dev/null"},
-		check:       checkRmRoot,
+		check: checkRmRoot,
 	},
 
 	// mkfs blocks creating file systems and rewriting partition tables
@@ -201,7 +201,7 @@ var rules = []Rule{
 		Allows: []string{"cat /work/notes.md", "cp /work/notes.md /tmp/x", `echo "see notes.md" >> /work/summary.md`, "grep -c TODO notes.md",
 			"echo x > /work/n?tes.txt", "echo x > /tmp/*.md", "echo x > '$OUT'", "cat /work/n*.md", "find /work -name '*.pyc' -delete",
 			"find /work/build -type f -delete", "find /work -type d -empty -delete", "cp /work/*.md /tmp/"},
-		check:       checkNotes,
+		check: checkNotes,
 	},
 
 	// decoded_script blocks a shell or interpreter that runs code decoded,
