@@ -140,6 +140,8 @@ func TestUnwrap(t *testing.T) {
 		{`eval "rm -rf /"`, "eval", "rm -rf /", []string{"rm -rf /"}},
 		{`env -S 'rm -rf /'`, "rm", "-rf /", nil},
 		{`nsenter -t 1 -m -u rm -rf /`, "rm", "-rf /", nil},
+		{`echo / | xargs -i rm -rf {}`, "rm", "-rf /", nil},
+		{`echo a b | xargs -l -0 rm -f`, "rm", "-f a b", nil},
 		{`nsenter --target 1 --mount=/proc/1/ns/mnt -p/proc/1/ns/pid rm -rf /`, "rm", "-rf /", nil},
 	} {
 		s := mustParse(t, tc.src)

@@ -340,7 +340,9 @@ func stdinItems(inv *Invocation, lines bool) []string {
 // xargsUnwrap returns the command xargs runs, with the items it reads
 // (when known) appended or substituted for the -I replacement string.
 func xargsUnwrap(args []string, inv *Invocation) []string {
-	p, rest := ParseOptions(args, "adEIiLlnPs", "arg-file", "delimiter", "max-lines", "max-args",
+	// -i, -l and -e take optional values, glued only (-i% is not read:
+	// it counts as -i with {}).
+	p, rest := ParseOptions(args, "adEILnPs", "arg-file", "delimiter", "max-lines", "max-args",
 		"max-procs", "max-chars", "process-slot-var", "eof", "replace")
 	fromFile := p.Has('a') || p.HasLong("arg-file")
 	repl, hasRepl := p.Value("I", "replace")
