@@ -777,7 +777,7 @@ func checkNotes(inv *invocation) string {
 
 // globNote explains a denial of a pattern.
 func globNote(target string) string {
-	if shell.HasGlob(target) || strings.ContainsAny(target, "{,}") && len(braceExpand(target)) > 1 {
+	if shell.HasGlob(target) || extGlob.MatchString(target) || strings.ContainsAny(target, "{,}") && len(braceExpand(target)) > 1 {
 		return fmt.Sprintf(": the pattern %q may expand to it", strings.ReplaceAll(target, string(shell.Unknown), "…"))
 	}
 	return ""

@@ -27,6 +27,11 @@ import (
 //   - its arguments are themselves a command rm_root denies ($SUDO rm -rf
 //     /): the unknown word may be empty or a wrapper.
 func (a *analyser) unknownHead(inv *invocation, raw string) *Decision {
+	u := shell.Unwrap(inv.args, shell.Context{Dir: inv.cwd})
+	alt := &invocation{name: u.Name, args: u.Args, cwd: u.Dir}
+	if why := checkRmRoot(alt); why != "" {
+		return denied(ruleRmRoot, "a command word of unknown value (it may be empty or a wrapper) before "+why, raw)
+	}
 	p := shell.ParseArgs(inv.args, "")
 	recursive := p.Has('r') || p.Has('R') || p.HasLongAbbrev("recursive", 3)
 	force := p.Has('f') || p.HasLongAbbrev("force", 3)
@@ -35,11 +40,6 @@ func (a *analyser) unknownHead(inv *invocation, raw string) *Decision {
 			return denied(ruleRmRoot, "a command word of unknown value (from a substitution or variable) given rm's arguments "+
 				strings.Join(inv.args, " ")+": it may be rm, recursively removing "+t, raw)
 		}
-	}
-	u := shell.Unwrap(inv.args, shell.Context{Dir: inv.cwd})
-	alt := &invocation{name: u.Name, args: u.Args, cwd: u.Dir}
-	if why := checkRmRoot(alt); why != "" {
-		return denied(ruleRmRoot, "a command word of unknown value (it may be empty or a wrapper) before "+why, raw)
 	}
 	return nil
 }
@@ -610,7 +610,7 @@ func (inv *invocation) names(arg, target string) bool {
 		if !ok {
 			continue
 		}
-		if abs == target || (shell.HasGlob(abs) && globMatch(abs, target)) {
+		if abs == target || ((shell.HasGlob(abs) || extGlob.MatchString(abs)) && globMatch(abs, target)) {
 			return true
 		}
 	}
