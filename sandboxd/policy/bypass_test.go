@@ -62,6 +62,9 @@ func TestIssueBypasses(t *testing.T) {
 		{"cd /tmp && echo x > n?tes.md", ""}, // relative to /tmp
 		{"cat /work/n?tes.md > /tmp/x", ""},
 		{"echo x > $OUT", ""}, // unknown: never matches
+		{"(echo x) > /work/n?tes.md", "notes_md"},
+		{"{ echo x; } > /work/n?tes.md", "notes_md"},
+		{"while read l; do echo $l; done > /work/notes.md", "notes_md"},
 		// xargs -I substitutes what it reads.
 		{"echo / | xargs -I{} rm -rf {}", "rm_root"},
 		{"echo / | xargs -I % rm -rf %", "rm_root"},
@@ -230,6 +233,7 @@ func TestUnparseable(t *testing.T) {
 		{subs, "substitutions nested"},
 		{nested, "nested more than"},
 		{strings.Repeat("echo $(true); ", maxScripts+1), "scripts"},
+		{strings.Repeat("sudo ", maxWrappers+6) + "rm -rf /", "wrappers"},
 	}
 	for _, c := range cases {
 		d := Check(c.cmd)
@@ -262,6 +266,8 @@ func TestDecisionMatch(t *testing.T) {
 		{"echo x > /work/n?tes.md", "echo x > /work/n?tes.md", `pattern "/work/n?tes.md"`},
 		{"$(echo rm) -rf /", "$(echo rm) -rf /", "unknown value"},
 		{"echo x | base64 -d | sh", "sh", "decoder"},
+		{"(echo x) > /work/notes.md", "( … ) > /work/notes.md", "output redirection"},
+		{"while true; do rm -rf /; done", "rm -rf /", "recursive rm"},
 	} {
 		d := Check(c.cmd)
 		if d.Match != c.match || !strings.Contains(d.Reason, c.reason) {

@@ -22,6 +22,9 @@ const (
 	home       = "/root" // $HOME of the sandbox user (the container runs as root)
 	maxDepth   = 8       // nesting depth of scripts run by scripts (bash -c, eval, …)
 	maxScripts = 256     // scripts (top level, substitutions, bash -c …) per Check
+	// maxWrappers is the number of wrappers shell.Unwrap removes from one
+	// command at most; a command with that many is not fully unwrapped.
+	maxWrappers = 64
 )
 
 // Rule is one deny rule. The full list, with what each rule blocks and
@@ -73,7 +76,7 @@ func Check(command string) Decision { return CheckIn(command, WorkDir) }
 // is empty or not absolute means "unknown": relative paths then never
 // match a rule.
 func CheckIn(command, cwd string) Decision {
-	a := analyser{budget: maxScripts}
+	a := analyser{budget: maxScripts, top: command}
 	sc := &scope{}
 	if strings.HasPrefix(cwd, "/") {
 		sc.cwd = path.Clean(cwd)
@@ -227,10 +230,14 @@ func (s *scope) builtin(words []string) {
 
 type analyser struct {
 	budget int
+	top    string // the command being checked
 }
 
 func denied(r *Rule, reason, match string) *Decision {
 	match = strings.TrimSpace(strings.ReplaceAll(match, string(shell.Unknown), "…"))
+	if strings.HasSuffix(match, ";") && !strings.HasSuffix(match, `\;`) {
+		match = strings.TrimSpace(strings.TrimSuffix(match, ";")) // a statement's terminator
+	}
 	if len(match) > 300 {
 		match = match[:300] + "…"
 	}
@@ -268,7 +275,7 @@ func (a *analyser) source(src string, sc *scope, depth int, top bool) *Decision 
 // script analyses a parsed script.
 func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 	if a.budget <= 0 {
-		return denied(ruleUnparseable, fmt.Sprintf("more than %d scripts (substitutions, bash -c, eval …) in one command cannot be judged", maxScripts), s.Src)
+		return denied(ruleUnparseable, fmt.Sprintf("more than %d scripts (substitutions, bash -c, eval …) in one command cannot be judged", maxScripts), a.top)
 	}
 	a.budget--
 	if s.TooDeep {
@@ -313,7 +320,11 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 		case shell.SubshellClose:
 			// Redirections of ( … ) > file: judged as a command without words.
 			if len(c.Redirs) > 0 {
-				if d := a.run(nil, a.redirs(c, sc), shell.Context{Dir: sc.cwd}, c, c.Raw, sc, depth); d != nil {
+				raw := "( … )"
+				for _, r := range c.Redirs {
+					raw += " " + r.Fd + r.Op + " " + r.Target.Raw
+				}
+				if d := a.run(nil, a.redirs(c, sc), shell.Context{Dir: sc.cwd}, c, raw, sc, depth); d != nil {
 					return d
 				}
 			}
@@ -395,6 +406,9 @@ func redirectsStdin(c *shell.Cmd) bool {
 // and analyses the code and commands it runs in turn.
 func (a *analyser) run(argv []string, redirs []redir, ctx shell.Context, c *shell.Cmd, raw string, sc *scope, depth int) *Decision {
 	u := shell.Unwrap(argv, ctx)
+	if len(u.Wrappers) >= maxWrappers {
+		return denied(ruleUnparseable, fmt.Sprintf("%d or more wrappers (sudo, env, nice …) around one command cannot be judged", maxWrappers), raw)
+	}
 	inv := &invocation{
 		name: u.Name, args: u.Args, redirs: redirs, stdin: u.Stdin, hasStdin: u.HasStdin, cwd: u.Dir,
 		cmd: c, scripts: u.Scripts,
