@@ -48,7 +48,7 @@ func TestIssueBypasses(t *testing.T) {
 		{"cp x /work/n*.md", "notes_md"},
 		{"mv x /work/[n]otes.md", "notes_md"},
 		{"ln -sf /tmp/x /work/no*", "notes_md"},
-		{"dd if=/dev/zero of=/work/n?tes.md", "notes_md"},
+		{"dd if=/dev/zero of=/work/n?tes.md", "notes_md"}, // bash leaves of=… unexpanded unless a file matches; refused anyway
 		{"truncate -s 0 /work/*", "notes_md"},
 		{"sed -i d /work/n*", "notes_md"},
 		{"perl -pi -e 's/a/b/' /work/*.md", "notes_md"},

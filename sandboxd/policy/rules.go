@@ -100,7 +100,7 @@ var rules = []Rule{
 	{
 		ID:          "mkfs",
 		Description: "creating file systems or rewriting partition tables/signatures (mkfs*, mke2fs, mkswap, wipefs -a, fdisk/sfdisk/parted writing); listing is allowed",
-		Denies:      []string{"mkfs.ext4 /dev/sdb1", "sudo mkfs -t xfs /dev/nvme0n1", "wipefs -a /dev/sda", "parted -s /dev/sda mklabel gpt"},
+		Denies:      []string{"mkfs.ext4 /dev/sdb1", "sudo mkfs -t xfs /dev/nvme0n1", "wipefs -a /dev/sda", "parted -s /dev/sda mklabel gpt", `ruby -e 'system("mkfs.ext4 /dev/sda")'`},
 		Allows:      []string{"fdisk -l", "parted /dev/sda print", "which mkfs.ext4", `python3 -c "print('mkfs')"`},
 		check:       checkMkfs,
 	},
@@ -117,7 +117,7 @@ var rules = []Rule{
 	{
 		ID:          "dd_block_device",
 		Description: "writing to a block device (dd of=/dev/sda, > /dev/nvme0n1, tee/cp/shred to one); reading devices and writing files or /dev/null is allowed",
-		Denies:      []string{"dd if=/dev/zero of=/dev/sda bs=1M", "cat image.iso > /dev/sdb", "sudo dd if=x.img of=//dev//nvme0n1"},
+		Denies:      []string{"dd if=/dev/zero of=/dev/sda bs=1M", "cat image.iso > /dev/sdb", "sudo dd if=x.img of=//dev//nvme0n1", "cat x > /dev/s?a", "cat x | tee /dev/sd[ab]"},
 		Allows:      []string{"dd if=/dev/zero of=/work/file bs=1M count=1", "dd if=/dev/sda of=/work/mbr.bin count=1", "dd if=/work/a of=/dev/null"},
 		check:       checkBlockDevice,
 	},
@@ -155,9 +155,10 @@ var rules = []Rule{
 	{
 		ID:          "shutdown",
 		Description: "shutdown/reboot/halt/poweroff, init 0|6, systemctl reboot|poweroff|halt|kexec, kill -9 -1 (all processes) or kill 1; mentioning them or killing a specific pid is allowed",
-		Denies:      []string{"sudo reboot", "shutdown -h now", "systemctl poweroff", "kill -9 -1", "init 6"},
-		Allows:      []string{"grep reboot notes.txt", "systemctl status nginx", "kill -9 12345", "last reboot"},
-		check:       checkShutdown,
+		Denies: []string{"sudo reboot", "shutdown -h now", "systemctl poweroff", "kill -9 -1", "init 6",
+			`python3 -c "import os; os.system('reboot')"`, "nsenter -t 1 -m -u reboot", "echo b > /proc/sysrq-*"},
+		Allows: []string{"grep reboot notes.txt", "systemctl status nginx", "kill -9 12345", "last reboot", `python3 -c "print('reboot')"`},
+		check:  checkShutdown,
 	},
 
 	// notes_md blocks anything that rewrites or deletes /work/notes.md
@@ -195,7 +196,7 @@ var rules = []Rule{
 		Description: "writing, moving, truncating or deleting /work/notes.md (append-only, owned by the projector; even >> is refused); reading it is allowed",
 		Denies: []string{"rm /work/notes.md", "echo x >> /work/notes.md", "sed -i 's/a/b/' notes.md", "mv /tmp/n.md /work/notes.md", "tee -a /work/notes.md",
 			"echo x > /work/n?tes.md", "echo x > no*.md", "echo x > [n]otes.md", "echo x >> /work/*", "echo x > /work/{notes,x}.md",
-			"cat x | tee /w*/notes.md", "cp x /work/[!x]otes.md", "dd if=x of=/work/n*", "truncate -s0 /work/*.md", "sed -i d /work/no?es.md",
+			"cat x | tee /w*/notes.md", "cp x /work/[!x]otes.md", "truncate -s0 /work/*.md", "sed -i d /work/no?es.md",
 			"find /work -name '*.md' -delete", "find /work -maxdepth 1 -type f -newer x -delete", "find /work -name notes.md -exec rm {} \\;",
 			`python3 -c "import os; os.system('echo > /work/notes.md')"`},
 		Allows: []string{"cat /work/notes.md", "cp /work/notes.md /tmp/x", `echo "see notes.md" >> /work/summary.md`, "grep -c TODO notes.md",
