@@ -263,11 +263,12 @@ func (a *analyser) source(src string, sc *scope, depth int, top bool) *Decision 
 	}
 	s, err := shell.Parse(src)
 	if err != nil {
-		why := "not valid shell syntax, which bash would refuse too; a script that is only partly understood cannot be judged"
+		detail := strings.TrimPrefix(err.Error(), shell.ErrSyntax.Error()+": ")
+		why := "not valid shell syntax (" + detail + "): bash would refuse it too, and a script understood only in part cannot be judged"
 		if errors.Is(err, shell.ErrTooDeep) {
-			why = "nested too deeply to analyse (more than " + fmt.Sprint(shell.MaxBrackets) + " levels)"
+			why = detail + ": a script understood only in part cannot be judged"
 		}
-		return denied(ruleUnparseable, why+": "+strings.TrimPrefix(err.Error(), shell.ErrSyntax.Error()+": "), src)
+		return denied(ruleUnparseable, why, src)
 	}
 	return a.script(s, sc, depth)
 }
@@ -337,9 +338,7 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 func (a *analyser) redirs(c *shell.Cmd, sc *scope) []redir {
 	out := make([]redir, 0, len(c.Redirs))
 	for _, r := range c.Redirs {
-		t := r.Target
-		t.Value = sc.expand(t.Value)
-		out = append(out, redir{Redir: shell.Redir{Op: r.Op, Fd: r.Fd, Target: t}, target: t.Value})
+		out = append(out, redir{Redir: r, target: sc.expand(r.Target.Value)})
 	}
 	return out
 }
@@ -484,7 +483,7 @@ func (a *analyser) apply(inv *invocation, raw string) *Decision {
 
 type redir struct {
 	shell.Redir
-	target string // the target's value, variables expanded
+	target string // Target.Value with variables expanded
 }
 
 type invocation struct {

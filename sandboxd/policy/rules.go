@@ -967,32 +967,58 @@ func codeWritesNotes(code string, inv *invocation) bool {
 
 // checkDecoded reports a shell or interpreter fed decoded code.
 func checkDecoded(inv *invocation) string {
-	runsStdin, runsCode := false, len(inv.scripts) > 0
+	unknown := func(s string) bool { return strings.IndexByte(s, shell.Unknown) >= 0 }
+	// runsStdin: the program is read on standard input; codeUnknown: the
+	// code it runs (a -c string, eval's words, a script file's name, a
+	// here-document with substitutions) is not fully known.
+	runsStdin, runsCode, codeUnknown := false, len(inv.scripts) > 0, false
+	for _, s := range inv.scripts {
+		codeUnknown = codeUnknown || unknown(s.Src)
+	}
 	switch {
 	case shell.Shells[inv.name]:
 		_, ok, stdin := shell.ShellScript(inv.args)
 		runsStdin, runsCode = !ok && stdin, true
+		if !ok && !stdin {
+			for _, a := range inv.args {
+				if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
+					codeUnknown = codeUnknown || unknown(a) // the script file
+					break
+				}
+			}
+		}
 	case inv.name == "source" || inv.name == ".":
-		runsStdin = len(inv.args) > 0 && (inv.args[0] == "/dev/stdin" || inv.args[0] == "-" || inv.args[0] == "/proc/self/fd/0")
 		runsCode = true
+		if len(inv.args) > 0 {
+			a := inv.args[0]
+			runsStdin = a == "/dev/stdin" || a == "-" || a == "/proc/self/fd/0"
+			codeUnknown = codeUnknown || unknown(a)
+		}
 	case inv.inline != nil:
-		runsStdin = len(inv.inline.Codes) == 0 && !inv.inline.Script && inv.inline.Module == ""
+		in := inv.inline
+		runsStdin = in.Stdin || (len(in.Codes) == 0 && !in.Script && in.Module == "")
 		runsCode = true
+		for _, c := range in.Codes {
+			codeUnknown = codeUnknown || (!in.Stdin && unknown(c))
+		}
+		if in.Script && len(in.Operands) > 0 {
+			codeUnknown = codeUnknown || unknown(in.Operands[0])
+		}
 	}
 	if !runsCode {
 		return ""
 	}
-	unknownCode := false
-	for _, s := range inv.scripts {
-		unknownCode = unknownCode || strings.IndexByte(s.Src, shell.Unknown) >= 0
+	if runsStdin {
+		for _, r := range inv.redirs {
+			if r.Stdin() && (unknown(r.target) || len(r.BodySubs) > 0 || len(r.Target.Subs) > 0) {
+				codeUnknown = true
+			}
+		}
 	}
-	for _, a := range inv.args {
-		unknownCode = unknownCode || strings.IndexByte(a, shell.Unknown) >= 0
-	}
-	if pipedFromDecoder(inv.cmd) && (runsStdin || unknownCode) {
+	if pipedFromDecoder(inv.cmd) && (runsStdin || codeUnknown) {
 		return inv.displayName() + " runs code a decoder in its pipeline produces: it cannot be read before it runs"
 	}
-	if unknownCode && substitutesDecoder(inv.cmd) {
+	if codeUnknown && substitutesDecoder(inv.cmd) {
 		return inv.displayName() + " runs code a substitution decodes: it cannot be read before it runs"
 	}
 	return ""
