@@ -67,8 +67,9 @@
 // its end: substitutions nested deeper than internal/shell flattens (32
 // levels) or brackets deeper than it parses (1000), code run by code
 // (bash -c, eval, su -c, a here-document fed to a shell …) nested more
-// than 8 levels deep, or more than 256 scripts (the command, its
-// substitutions, bash -c, eval …) in one command. The cost of a check is
+// than 8 levels deep, more than 256 scripts (the command, its
+// substitutions, bash -c, eval …) in one command, or 64 wrappers or more
+// around one command. The cost of a check is
 // linear in the input times that depth.
 //
 // # Limits

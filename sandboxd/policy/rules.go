@@ -31,8 +31,8 @@ var rules = []Rule{
 	// analysis cannot follow to the end: brackets or substitutions nested
 	// deeper than internal/shell parses (1000 brackets, 32 substitutions),
 	// scripts run by scripts more than 8 levels deep (bash -c "eval '…'"),
-	// or more than 256 scripts (substitutions, bash -c, eval …) in one
-	// command. A script that is understood only in part cannot be judged,
+	// more than 256 scripts (substitutions, bash -c, eval …) in one
+	// command, or 64 wrappers or more around one command (sudo sudo …). A script that is understood only in part cannot be judged,
 	// so it is refused rather than let through. The same holds for code a
 	// command runs (bash -c 'echo (' is refused); command lines found in
 	// interpreter code (os.system("…")) are read best effort and skipped
@@ -70,7 +70,7 @@ var rules = []Rule{
 	// non-recursive rm, and targets whose value is unknown ($DIR/*).
 	{
 		ID:          "rm_root",
-		Description: "recursive rm of /, ~, a top-level system directory, or the whole /work (or rm --no-preserve-root); anything below them is allowed",
+		Description: "recursive rm of /, ~, a top-level system directory, or the whole /work (or rm --no-preserve-root), also through find -delete, interpreter code (shutil.rmtree) or a command word of unknown value given -rf; anything below them is allowed",
 		Denies: []string{"rm -rf /", "sudo rm -fr /*", "rm -r -f ~", "rm -rf /usr/", "rm -rf /work/*", "rm --no-preserve-root -rf /",
 			"echo / | xargs -I{} rm -rf {}", "printf '%s' 'rm -rf /' | sh", "$(echo rm) -rf /", "${RM} -fr /usr", "$SUDO rm -rf /",
 			"find / -delete", "find /usr -depth -delete", "find / -maxdepth 1 -exec rm -rf {} +",
