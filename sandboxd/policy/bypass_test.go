@@ -196,6 +196,9 @@ func TestBypassFamilies(t *testing.T) {
 		{`python3 -c "import subprocess; subprocess.run(['ls', '-la'])"`, ""},
 		{`python3 -c "exec('print(1)')"`, ""},
 		{`python3 -c "print('rm -rf /')"`, ""},
+		{`python3 -c "print(\"never run 'rm -rf /'\")"`, ""},
+		{`perl -e 'system "rm -rf /"'`, "rm_root"},
+		{`ruby -e 'FileUtils.rm_rf "/etc"'`, "rm_root"},
 		{`python3 -c "import os; os.system('echo (')"`, ""}, // does not parse: skipped, not denied
 		{`node -e "console.log(require('child_process').execSync('ls').toString())"`, ""},
 		// Wrappers.

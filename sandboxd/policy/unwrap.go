@@ -356,10 +356,10 @@ func findExecs(inv *invocation, execs []shell.Exec) []shell.Exec {
 // a program (a list, or several strings): os.system, subprocess.run,
 // Perl/Ruby/PHP system and exec, Node's child_process. Python's exec is
 // not one of them (it runs Python).
-var codeShellCalls = regexp.MustCompile(`\b(system|popen|run|call|check_call|check_output|Popen|getoutput|getstatusoutput|spawn|spawnSync|execSync|execFile|execFileSync|shell_exec|passthru|proc_open|pcntl_exec|exec[lv]p?e?|spawn[lv]p?e?|capture2e?|capture3|popen2e?|popen3|exec)\b\s*\(?\s*`)
+var codeShellCalls = regexp.MustCompile(`\b(system|popen|run|call|check_call|check_output|Popen|getoutput|getstatusoutput|spawn|spawnSync|execSync|execFile|execFileSync|shell_exec|passthru|proc_open|pcntl_exec|exec[lv]p?e?|spawn[lv]p?e?|capture2e?|capture3|popen2e?|popen3|exec)\b\s*(\()?\s*`)
 
 // codeRecursiveDeletes are calls that remove a directory tree.
-var codeRecursiveDeletes = regexp.MustCompile(`\b(rmtree|rm_rf|rm_r|remove_dir|remove_tree|removedirs|rmSync|rmdirSync|rimraf|deleteRecursively)\b\s*\(?\s*`)
+var codeRecursiveDeletes = regexp.MustCompile(`\b(rmtree|rm_rf|rm_r|remove_dir|remove_tree|removedirs|rmSync|rmdirSync|rimraf|deleteRecursively)\b\s*(\()?\s*`)
 
 // codeBackticks are Perl/Ruby/PHP command substitutions.
 var codeBackticks = regexp.MustCompile("`([^`]{1,1000})`|\\bqx\\s*[({/]([^)}/]{1,1000})[)}/]|%x[({]([^)}]{1,1000})[)}]")
@@ -374,9 +374,12 @@ type codeCommand struct {
 // codeCommands finds what interpreter code runs.
 func codeCommands(lang, code string) []codeCommand {
 	var out []codeCommand
+	// Perl and Ruby call without parentheses (system "…"); elsewhere a
+	// name followed by a string is more likely prose in a string.
+	bare := lang == "perl" || lang == "ruby"
 	for _, m := range codeShellCalls.FindAllStringSubmatchIndex(code, 32) {
 		name := code[m[2]:m[3]]
-		if name == "exec" && lang == "python" {
+		if (name == "exec" && lang == "python") || (m[4] < 0 && !bare) {
 			continue
 		}
 		lits, list := callLiterals(code, m[1])
@@ -389,6 +392,9 @@ func codeCommands(lang, code string) []codeCommand {
 		}
 	}
 	for _, m := range codeRecursiveDeletes.FindAllStringSubmatchIndex(code, 32) {
+		if m[4] < 0 && !bare {
+			continue
+		}
 		if lits, _ := callLiterals(code, m[1]); len(lits) > 0 {
 			out = append(out, codeCommand{argv: []string{"rm", "-rf", "--", lits[0]}, what: code[m[2]:m[3]]})
 		}
