@@ -276,6 +276,8 @@ func TestDecisionMatch(t *testing.T) {
 		{"$(echo rm) -rf /", "$(echo rm) -rf /", "unknown value"},
 		{"echo x | base64 -d | sh", "sh", "decoder"},
 		{"(echo x) > /work/notes.md", "( … ) > /work/notes.md", "output redirection"},
+		{`bash -c "cd $D; rm -rf /"`, "rm -rf /", "recursive rm"},
+		{`bash -c "echo $D > /work/notes.md"`, "echo … > /work/notes.md", "output redirection"},
 		{"while true; do rm -rf /; done", "rm -rf /", "recursive rm"},
 	} {
 		d := Check(c.cmd)

@@ -234,7 +234,8 @@ type analyser struct {
 }
 
 func denied(r *Rule, reason, match string) *Decision {
-	match = strings.TrimSpace(strings.ReplaceAll(match, string(shell.Unknown), "…"))
+	match = strings.NewReplacer(string(shell.Unknown), "…", unknownWord, "…").Replace(match)
+	match = strings.TrimSpace(match)
 	if strings.HasSuffix(match, ";") && !strings.HasSuffix(match, `\;`) {
 		match = strings.TrimSpace(strings.TrimSuffix(match, ";")) // a statement's terminator
 	}
