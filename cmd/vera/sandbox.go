@@ -114,9 +114,9 @@ shutdown, writes to /work/notes.md) are refused without running.`,
 func newSandboxCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
-		Short: "Build the sandbox image, or run one command through the bus",
+		Short: "Build the sandbox image, run one command through the bus, or check a command against the deny rules",
 	}
-	cmd.AddCommand(newSandboxBuildCmd(g), newSandboxExecCmd(g), newSandboxRulesCmd(g))
+	cmd.AddCommand(newSandboxBuildCmd(g), newSandboxExecCmd(g), newSandboxRulesCmd(g), newSandboxCheckCmd(g))
 	return cmd
 }
 

@@ -128,6 +128,10 @@ type Cmd struct {
 	// Subs are substitutions that belong to the command but to none of its
 	// words (a C-style for loop's expressions, an arithmetic command).
 	Subs []*Script
+	// For a FuncDef: Decl is the whole declaration's source text and Body
+	// the number of Cmds right after it that are its body.
+	Decl string
+	Body int
 }
 
 // Args returns the words' values.
@@ -379,10 +383,12 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 		if c.Name != nil {
 			def.Words, def.Raw = []Word{litWord(c.Name.Value)}, b.slice(c.Name)
 		}
+		def.Decl = b.slice(c)
 		s.Cmds = append(s.Cmds, def)
 		if c.Body != nil {
 			b.stmt(s, c.Body, depth)
 		}
+		def.Body = len(s.Cmds) - n - 1
 	case *syntax.TestClause:
 		h := &Cmd{Kind: Test, Raw: b.slice(c)}
 		syntax.Walk(c.X, func(n syntax.Node) bool {

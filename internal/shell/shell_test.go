@@ -142,6 +142,10 @@ func TestUnwrap(t *testing.T) {
 		{`alias ll='ls -l' x='rm -rf /'`, "alias", "ll=ls -l x=rm -rf /", []string{"ls -l", "rm -rf /"}},
 		{`FOO=1 B="$x" sudo -u me A=2 rm -rf /`, "rm", "-rf /", nil},
 		{`X=1`, "", "", nil},
+		{`nsenter -t 1 -m -u rm -rf /`, "rm", "-rf /", nil},
+		{`echo / | xargs -i rm -rf {}`, "rm", "-rf /", nil},
+		{`echo a b | xargs -l -0 rm -f`, "rm", "-f a b", nil},
+		{`nsenter --target 1 --mount=/proc/1/ns/mnt -p/proc/1/ns/pid rm -rf /`, "rm", "-rf /", nil},
 	} {
 		s := mustParse(t, tc.src)
 		cs := simple(s)
@@ -282,5 +286,28 @@ func TestUnclosedHeredocEndsAtEOF(t *testing.T) {
 		if !r.HasBody || r.Body != body {
 			t.Errorf("Parse(%q): body %q, want %q", src, r.Body, body)
 		}
+	}
+}
+
+func TestFuncDefBody(t *testing.T) {
+	s := mustParse(t, "f() { a | b & }; g() ( c ); f")
+	var defs []*Cmd
+	for i, c := range s.Cmds {
+		if c.Kind == FuncDef {
+			defs = append(defs, c)
+			if c.Body > 0 && s.Cmds[i+c.Body].Kind == FuncDef {
+				t.Errorf("%s: body runs into the next definition", c.Words[0].Value)
+			}
+		}
+	}
+	if len(defs) != 2 {
+		t.Fatalf("%d definitions", len(defs))
+	}
+	if defs[0].Decl != "f() { a | b & }" || defs[0].Body != 2 {
+		t.Errorf("f: Decl %q Body %d, want the declaration and 2", defs[0].Decl, defs[0].Body)
+	}
+	// The subshell body is bracketed: open, c, close.
+	if defs[1].Decl != "g() ( c )" || defs[1].Body != 3 {
+		t.Errorf("g: Decl %q Body %d", defs[1].Decl, defs[1].Body)
 	}
 }

@@ -176,8 +176,9 @@ loop:
 			}
 			next = rest
 		case "nsenter":
-			_, next = ParseOptions(args, "tSGrwmuinpUCT", "target", "setuid", "setgid", "root", "wd",
-				"mount", "uts", "ipc", "net", "pid", "user", "cgroup", "time")
+			// -m, -u, -i, -n, -p, -U, -C, -T, -r and -w take an optional
+			// value, glued (-m/proc/1/ns/mnt) or after = (--mount=…).
+			_, next = ParseOptions(args, "tSG", "target", "setuid", "setgid")
 		case "runcon":
 			if p, rest := ParseOptions(args, "turl", "type", "user", "role", "range"); len(p.Short)+len(p.Long) > 0 {
 				next = rest
@@ -356,7 +357,9 @@ func stdinItems(inv *Invocation, lines bool) []string {
 // xargsUnwrap returns the command xargs runs, with the items it reads
 // (when known) appended or substituted for the -I replacement string.
 func xargsUnwrap(args []string, inv *Invocation) []string {
-	p, rest := ParseOptions(args, "adEIiLlnPs", "arg-file", "delimiter", "max-lines", "max-args",
+	// -i, -l and -e take optional values, glued only (-i% is not read:
+	// it counts as -i with {}).
+	p, rest := ParseOptions(args, "adEILnPs", "arg-file", "delimiter", "max-lines", "max-args",
 		"max-procs", "max-chars", "process-slot-var", "eof", "replace")
 	fromFile := p.Has('a') || p.HasLong("arg-file")
 	repl, hasRepl := p.Value("I", "replace")

@@ -1,11 +1,14 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/vera-run/vera/internal/shell"
 )
 
 const (
@@ -17,8 +20,11 @@ const (
 	NotesPath = "/work/notes.md"
 
 	home       = "/root" // $HOME of the sandbox user (the container runs as root)
-	maxDepth   = 8       // nesting depth of scripts analysed
+	maxDepth   = 8       // nesting depth of scripts run by scripts (bash -c, eval, …)
 	maxScripts = 256     // scripts (top level, substitutions, bash -c …) per Check
+	// maxWrappers is the number of wrappers shell.Unwrap removes from one
+	// command at most; a command with that many is not fully unwrapped.
+	maxWrappers = 64
 )
 
 // Rule is one deny rule. The full list, with what each rule blocks and
@@ -37,8 +43,9 @@ type Rule struct {
 
 	// check inspects one simple command after unwrapping.
 	check func(inv *invocation) string
-	// checkScript inspects the tokens of a whole script.
-	checkScript func(src string, toks []token) (match, reason string)
+	// checkScript inspects a whole parsed script (a command line, a
+	// substitution's body, the code of bash -c …).
+	checkScript func(s *shell.Script) (match, reason string)
 }
 
 // Decision is the verdict on one command.
@@ -69,12 +76,12 @@ func Check(command string) Decision { return CheckIn(command, WorkDir) }
 // is empty or not absolute means "unknown": relative paths then never
 // match a rule.
 func CheckIn(command, cwd string) Decision {
-	a := analyser{budget: maxScripts}
+	a := analyser{budget: maxScripts, top: command}
 	sc := &scope{}
 	if strings.HasPrefix(cwd, "/") {
 		sc.cwd = path.Clean(cwd)
 	}
-	if d := a.script(command, sc, 0); d != nil {
+	if d := a.source(command, sc, 0, true); d != nil {
 		return *d
 	}
 	return Decision{}
@@ -126,21 +133,22 @@ func (s *scope) lookup(name string) string {
 	if name == "HOME" {
 		return home
 	}
-	return string(markUnknown)
+	return string(shell.Unknown)
 }
 
-// expand replaces variable markers by their values (or by markUnknown).
+// expand replaces the variable markers of a shell.Word value by their
+// values (or by shell.Unknown).
 func (s *scope) expand(v string) string {
-	if strings.IndexByte(v, markVarOpen) < 0 {
+	if strings.IndexByte(v, shell.VarOpen) < 0 {
 		return v
 	}
 	var b strings.Builder
 	for {
-		i := strings.IndexByte(v, markVarOpen)
+		i := strings.IndexByte(v, shell.VarOpen)
 		if i < 0 {
 			break
 		}
-		j := strings.IndexByte(v[i:], markVarClose)
+		j := strings.IndexByte(v[i:], shell.VarClose)
 		if j < 0 {
 			break
 		}
@@ -152,176 +160,12 @@ func (s *scope) expand(v string) string {
 	return b.String()
 }
 
-// resolveDir resolves a cd target against cwd; "" means unknown.
-func resolveDir(d, cwd string) string {
-	if d == "" || strings.IndexByte(d, markUnknown) >= 0 {
-		return ""
+func (s *scope) expandAll(words []shell.Word) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = s.expand(w.Value)
 	}
-	if d[0] != '/' {
-		if cwd == "" {
-			return ""
-		}
-		d = cwd + "/" + d
-	}
-	return path.Clean(d)
-}
-
-type analyser struct {
-	budget int
-}
-
-func denied(r *Rule, reason, match string) *Decision {
-	match = strings.TrimSpace(strings.ReplaceAll(match, string(markUnknown), "…"))
-	if len(match) > 300 {
-		match = match[:300] + "…"
-	}
-	return &Decision{Denied: true, Rule: r.ID, Reason: reason, Match: match}
-}
-
-// script analyses a shell script (the command, a substitution body, the
-// argument of bash -c, …).
-func (a *analyser) script(src string, sc *scope, depth int) *Decision {
-	if depth > maxDepth || a.budget <= 0 {
-		return nil
-	}
-	a.budget--
-	toks := lex(src)
-	for i := range rules {
-		if r := &rules[i]; r.checkScript != nil {
-			if m, why := r.checkScript(src, toks); why != "" {
-				return denied(r, why, m)
-			}
-		}
-	}
-	var saved []*scope
-	for _, it := range parse(toks) {
-		switch it.kind {
-		case itemOpen:
-			saved = append(saved, sc)
-			sc = sc.clone()
-		case itemClose:
-			if len(saved) > 0 {
-				sc = saved[len(saved)-1]
-				saved = saved[:len(saved)-1]
-			}
-		case itemCmd:
-			if d := a.simple(src, it.cmd, sc, depth); d != nil {
-				return d
-			}
-		}
-	}
-	return nil
-}
-
-func (a *analyser) subs(list []string, sc *scope, depth int) *Decision {
-	for _, s := range list {
-		if d := a.script(s, sc.clone(), depth+1); d != nil {
-			return d
-		}
-	}
-	return nil
-}
-
-// simple analyses one simple command.
-func (a *analyser) simple(src string, c *cmdNode, sc *scope, depth int) *Decision {
-	// Substitutions run before the command itself.
-	for _, w := range c.words {
-		if d := a.subs(w.subs, sc, depth); d != nil {
-			return d
-		}
-	}
-	for _, r := range c.redirs {
-		if d := a.subs(r.tok.subs, sc, depth); d != nil {
-			return d
-		}
-		if r.target != nil {
-			if d := a.subs(r.target.subs, sc, depth); d != nil {
-				return d
-			}
-		}
-	}
-
-	words := make([]string, len(c.words))
-	for i, w := range c.words {
-		words[i] = sc.expand(w.val)
-	}
-	words = stripKeywords(words, sc)
-	n := 0
-	for n < len(words) && isAssignment(words[n]) {
-		n++
-	}
-	if n == len(words) {
-		for _, w := range words {
-			sc.assign(w)
-		}
-		words = nil
-	} else {
-		words = words[n:]
-	}
-
-	inv := invocation{cwd: sc.cwd}
-	for _, r := range c.redirs {
-		rd := redir{op: r.tok.val}
-		if r.target != nil {
-			rd.target = sc.expand(r.target.val)
-		}
-		inv.redirs = append(inv.redirs, rd)
-		switch rd.op {
-		case "<<", "<<-":
-			inv.stdin, inv.hasStdin = r.tok.body, r.tok.hasBody
-		case "<<<":
-			inv.stdin, inv.hasStdin = rd.target+"\n", true
-		case "<", "<>", "<&":
-			if r.tok.fd == "" || r.tok.fd == "0" {
-				inv.stdin, inv.hasStdin = "", false
-			}
-		}
-	}
-	if !inv.hasStdin && c.pipeFrom != nil && len(c.redirs) == 0 {
-		inv.stdin, inv.hasStdin = echoed(c.pipeFrom, sc)
-	}
-	if len(words) > 0 {
-		sc.builtin(words)
-	}
-	return a.invoke(words, inv, src[c.start:c.end], sc, depth)
-}
-
-// stripKeywords removes reserved words that prefix a command (if, then,
-// do, {, !, …). Headers of for/select/case and [[ … ]] are not commands.
-func stripKeywords(words []string, sc *scope) []string {
-	for len(words) > 0 {
-		switch words[0] {
-		case "if", "then", "else", "elif", "do", "while", "until", "{", "}", "!", "fi", "done", "esac":
-			words = words[1:]
-		case "function":
-			if len(words) <= 2 {
-				return nil
-			}
-			words = words[2:]
-		case "for", "select":
-			if len(words) > 1 {
-				sc.set(words[1], string(markUnknown))
-			}
-			return nil
-		case "case", "[[", "coproc":
-			return nil
-		default:
-			return words
-		}
-	}
-	return words
-}
-
-func isAssignment(w string) bool {
-	eq := strings.IndexByte(w, '=')
-	if eq <= 0 {
-		return false
-	}
-	name := strings.TrimSuffix(w[:eq], "+")
-	if i := strings.IndexByte(name, '['); i > 0 && strings.HasSuffix(name, "]") {
-		name = name[:i]
-	}
-	return isName(name)
+	return out
 }
 
 func (s *scope) assign(w string) {
@@ -331,7 +175,7 @@ func (s *scope) assign(w string) {
 		if i := strings.IndexByte(name, '['); i > 0 {
 			name = name[:i]
 		}
-		val = string(markUnknown)
+		val = string(shell.Unknown)
 	}
 	s.set(name, val)
 }
@@ -352,20 +196,20 @@ func (s *scope) builtin(words []string) {
 		case len(args) == 0:
 			if words[0] == "cd" {
 				s.cwd = s.lookup("HOME")
-				if strings.IndexByte(s.cwd, markUnknown) >= 0 {
+				if strings.IndexByte(s.cwd, shell.Unknown) >= 0 {
 					s.cwd = ""
 				}
 			}
 		case args[0] == "-" || strings.HasPrefix(args[0], "+"):
 			s.cwd = ""
 		default:
-			s.cwd = resolveDir(args[0], s.cwd)
+			s.cwd = shell.ResolveDir(args[0], s.cwd)
 		}
 	case "popd":
 		s.cwd = ""
 	case "export", "declare", "typeset", "local", "readonly":
 		for _, a := range args {
-			if !strings.HasPrefix(a, "-") && isAssignment(a) {
+			if !strings.HasPrefix(a, "-") && shell.IsAssignment(a) {
 				s.assign(a)
 			}
 		}
@@ -377,91 +221,249 @@ func (s *scope) builtin(words []string) {
 		}
 	case "read", "mapfile", "readarray", "getopts":
 		for _, a := range args {
-			if isName(a) {
-				s.set(a, string(markUnknown))
+			if shell.IsName(a) {
+				s.set(a, string(shell.Unknown))
 			}
 		}
 	}
 }
 
-// echoed returns what a piped-in echo/printf writes, if that is visible.
-func echoed(c *cmdNode, sc *scope) (string, bool) {
-	words := make([]string, 0, len(c.words))
-	for _, w := range c.words {
-		words = append(words, sc.expand(w.val))
-	}
-	if len(words) == 0 {
-		return "", false
-	}
-	switch commandName(words[0]) {
-	case "echo":
-		args := words[1:]
-		for len(args) > 0 && (args[0] == "-n" || args[0] == "-e" || args[0] == "-E" || args[0] == "-ne" || args[0] == "-en") {
-			args = args[1:]
-		}
-		return strings.Join(args, " ") + "\n", true
-	case "printf":
-		if len(words) > 1 && words[1] == "-v" {
-			return "", false
-		}
-		return strings.ReplaceAll(strings.Join(words[1:], " "), `\n`, "\n"), true
-	}
-	return "", false
+type analyser struct {
+	budget int
+	top    string // the command being checked
 }
 
-// ---------------------------------------------------------------------
-// Invocations: a simple command after wrappers are unwrapped.
-
-type redir struct {
-	op     string
-	target string
+func denied(r *Rule, reason, match string) *Decision {
+	match = strings.NewReplacer(string(shell.Unknown), "…", unknownWord, "…").Replace(match)
+	match = strings.TrimSpace(match)
+	if strings.HasSuffix(match, ";") && !strings.HasSuffix(match, `\;`) {
+		match = strings.TrimSpace(strings.TrimSuffix(match, ";")) // a statement's terminator
+	}
+	if len(match) > 300 {
+		match = match[:300] + "…"
+	}
+	if match == "" {
+		match = "(empty)"
+	}
+	return &Decision{Denied: true, Rule: r.ID, Reason: reason, Match: match}
 }
 
-// isOutput reports whether the redirection opens its target for writing.
-func (r redir) isOutput() bool {
-	switch r.op {
-	case ">", ">>", ">|", "&>", "&>>", "<>":
-		return true
-	case ">&":
-		return r.target != "-" && !allDigits(r.target)
+// unknownWord stands for shell.Unknown when code is re-parsed: the
+// parser drops NUL bytes, and an unset variable is what an unknown value
+// is to the analysis.
+const unknownWord = "${__vera_unknown__}"
+
+// source parses and analyses shell code: the command itself (top), or
+// code a command runs (bash -c, eval, a here-document fed to a shell).
+func (a *analyser) source(src string, sc *scope, depth int, top bool) *Decision {
+	if depth > maxDepth {
+		return denied(ruleUnparseable, fmt.Sprintf("scripts nested more than %d levels deep (bash -c, eval, …) cannot be judged", maxDepth), src)
+	}
+	if !top {
+		src = strings.ReplaceAll(src, string(shell.Unknown), unknownWord)
+	}
+	s, err := shell.Parse(src)
+	if err != nil {
+		detail := strings.TrimPrefix(err.Error(), shell.ErrSyntax.Error()+": ")
+		why := "not valid shell syntax (" + detail + "): bash would refuse it too, and a script understood only in part cannot be judged"
+		if errors.Is(err, shell.ErrTooDeep) {
+			why = detail + ": a script understood only in part cannot be judged"
+		}
+		return denied(ruleUnparseable, why, src)
+	}
+	return a.script(s, sc, depth)
+}
+
+// script analyses a parsed script.
+func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
+	if a.budget <= 0 {
+		return denied(ruleUnparseable, fmt.Sprintf("more than %d scripts (substitutions, bash -c, eval …) in one command cannot be judged", maxScripts), a.top)
+	}
+	a.budget--
+	if s.TooDeep {
+		return denied(ruleUnparseable, fmt.Sprintf("substitutions nested more than %d levels deep cannot be judged", shell.MaxNesting), s.Src)
+	}
+	for i := range rules {
+		if r := &rules[i]; r.checkScript != nil {
+			if m, why := r.checkScript(s); why != "" {
+				return denied(r, why, m)
+			}
+		}
+	}
+	var saved []*scope
+	for _, c := range s.Cmds {
+		switch c.Kind {
+		case shell.SubshellOpen:
+			saved = append(saved, sc)
+			sc = sc.clone()
+			continue
+		case shell.SubshellClose:
+			if len(saved) > 0 {
+				sc = saved[len(saved)-1]
+				saved = saved[:len(saved)-1]
+			}
+		}
+		// Substitutions run before the command that contains them; their
+		// cd and assignments stay inside them.
+		for _, sub := range c.AllSubs() {
+			if d := a.script(sub, sc.clone(), depth); d != nil {
+				return d
+			}
+		}
+		switch c.Kind {
+		case shell.ForHeader:
+			if len(c.Words) > 0 {
+				sc.set(c.Words[0].Value, string(shell.Unknown))
+			}
+		case shell.Simple:
+			if d := a.simple(c, sc, depth); d != nil {
+				return d
+			}
+		case shell.SubshellClose:
+			// Redirections of ( … ) > file: judged as a command without words.
+			if len(c.Redirs) > 0 {
+				raw := "( … )"
+				for _, r := range c.Redirs {
+					raw += " " + r.Fd + r.Op + " " + r.Target.Raw
+				}
+				if d := a.run(nil, a.redirs(c, sc), shell.Context{Dir: sc.cwd}, c, raw, sc, depth); d != nil {
+					return d
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// redirs returns c's redirections with their targets expanded.
+func (a *analyser) redirs(c *shell.Cmd, sc *scope) []redir {
+	out := make([]redir, 0, len(c.Redirs))
+	for _, r := range c.Redirs {
+		out = append(out, redir{Redir: r, target: sc.expand(r.Target.Value)})
+	}
+	return out
+}
+
+// simple analyses one simple command.
+func (a *analyser) simple(c *shell.Cmd, sc *scope, depth int) *Decision {
+	words := sc.expandAll(c.Words)
+	n := 0
+	for n < len(words) && shell.IsAssignment(words[n]) {
+		n++
+	}
+	if n == len(words) {
+		for _, w := range words {
+			sc.assign(w)
+		}
+		words = nil
+	} else {
+		words = words[n:]
+	}
+	ctx := shell.Context{Dir: sc.cwd}
+	ctx.Stdin, ctx.HasStdin = stdinOf(c, sc)
+	redirs := a.redirs(c, sc)
+	if len(words) > 0 {
+		sc.builtin(words)
+	}
+	return a.run(words, redirs, ctx, c, c.Raw, sc, depth)
+}
+
+// stdinOf returns what c reads on standard input when the command line
+// shows it: a here-document, a here-string, or what a piped-in echo or
+// printf writes (with the variables known at that point).
+func stdinOf(c *shell.Cmd, sc *scope) (string, bool) {
+	stdin, has := "", false
+	for _, r := range c.Redirs {
+		switch {
+		case r.Op == "<<" || r.Op == "<<-":
+			if r.Fd == "" || r.Fd == "0" {
+				stdin, has = r.Body, true
+			}
+		case r.Op == "<<<":
+			if r.Fd == "" || r.Fd == "0" {
+				stdin, has = sc.expand(r.Target.Value)+"\n", true
+			}
+		case r.Stdin():
+			stdin, has = "", false
+		}
+	}
+	if !has && c.PipeFrom != nil && !redirectsStdin(c) {
+		return shell.Echoed(sc.expandAll(c.PipeFrom.Words))
+	}
+	return stdin, has
+}
+
+func redirectsStdin(c *shell.Cmd) bool {
+	for _, r := range c.Redirs {
+		if r.Stdin() {
+			return true
+		}
 	}
 	return false
 }
 
-type invocation struct {
-	name     string   // command name (/bin/rm → rm)
-	args     []string // expanded arguments
-	redirs   []redir
-	stdin    string // what the command reads on stdin, when visible
-	hasStdin bool
-	cwd      string // "" if unknown
-}
-
-// abs resolves p against the invocation's working directory.
-func (inv *invocation) abs(p string) (string, bool) {
-	if p == "" || strings.IndexByte(p, markUnknown) >= 0 {
-		return "", false
+// run unwraps argv, applies the rules to the command that finally runs
+// and analyses the code and commands it runs in turn.
+func (a *analyser) run(argv []string, redirs []redir, ctx shell.Context, c *shell.Cmd, raw string, sc *scope, depth int) *Decision {
+	u := shell.Unwrap(argv, ctx)
+	if len(u.Wrappers) >= maxWrappers {
+		return denied(ruleUnparseable, fmt.Sprintf("%d or more wrappers (sudo, env, nice …) around one command cannot be judged", maxWrappers), raw)
 	}
-	if p[0] != '/' {
-		if inv.cwd == "" {
-			return "", false
+	inv := &invocation{
+		name: u.Name, args: u.Args, redirs: redirs, stdin: u.Stdin, hasStdin: u.HasStdin, cwd: u.Dir,
+		cmd: c, scripts: u.Scripts,
+	}
+	if in, ok := shell.InlineCode(u.Name, u.Args, u.Context); ok {
+		inv.inline = &in
+	}
+	if d := a.apply(inv, raw); d != nil {
+		return d
+	}
+	if inv.name == "" && len(inv.args) > 0 {
+		if d := a.unknownHead(inv, raw); d != nil {
+			return d
 		}
-		p = inv.cwd + "/" + p
 	}
-	return path.Clean(p), true
+	for _, n := range u.Scripts {
+		child := sc
+		if !n.Same {
+			child = sc.clone()
+			child.cwd = u.Dir
+		}
+		if d := a.source(n.Src, child, depth+1, false); d != nil {
+			return d
+		}
+	}
+	execs := u.Execs
+	if u.Name == "find" {
+		execs = findExecs(inv, execs)
+	}
+	for _, e := range execs {
+		if d := a.run(e.Argv, nil, shell.Context{Dir: e.Dir}, c, raw, sc, depth+1); d != nil {
+			return d
+		}
+	}
+	if inv.inline != nil {
+		if d := a.inlineCode(inv, raw, sc, depth); d != nil {
+			return d
+		}
+	}
+	return nil
 }
 
-// commandName normalises argv[0]: an absolute path is reduced to its base
-// name (/usr/bin/rm → rm). Relative paths (./reboot) are kept: they are
-// programs of the work tree, not the system's.
-func commandName(w string) string {
-	if w == "" || strings.IndexByte(w, markUnknown) >= 0 {
-		return ""
+// ruleUnparseable and ruleRmRoot are rules the analyser reports itself.
+var (
+	ruleUnparseable = ruleByID("unparseable")
+	ruleRmRoot      = ruleByID("rm_root")
+)
+
+func ruleByID(id string) *Rule {
+	for i := range rules {
+		if rules[i].ID == id {
+			return &rules[i]
+		}
 	}
-	if w[0] == '/' {
-		return path.Base(path.Clean(w))
-	}
-	return w
+	panic("policy: no rule " + id)
 }
 
 func (a *analyser) apply(inv *invocation, raw string) *Decision {
@@ -475,4 +477,39 @@ func (a *analyser) apply(inv *invocation, raw string) *Decision {
 		}
 	}
 	return nil
+}
+
+// ---------------------------------------------------------------------
+// Invocations: a simple command after wrappers are unwrapped.
+
+type redir struct {
+	shell.Redir
+	target string // Target.Value with variables expanded
+}
+
+type invocation struct {
+	name     string   // command name (/bin/rm → rm), "" if none or unknown
+	args     []string // expanded arguments
+	redirs   []redir
+	stdin    string // what the command reads on stdin, when visible
+	hasStdin bool
+	cwd      string // "" if unknown
+
+	cmd     *shell.Cmd     // the simple command as written
+	scripts []shell.Nested // shell code it runs
+	inline  *shell.Inline  // an interpreter's program, if name is one
+}
+
+// abs resolves p against the invocation's working directory.
+func (inv *invocation) abs(p string) (string, bool) {
+	if p == "" || strings.IndexByte(p, shell.Unknown) >= 0 {
+		return "", false
+	}
+	if p[0] != '/' {
+		if inv.cwd == "" {
+			return "", false
+		}
+		p = inv.cwd + "/" + p
+	}
+	return path.Clean(p), true
 }

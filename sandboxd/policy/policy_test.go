@@ -280,6 +280,17 @@ while True: os.fork()"`, "fork_bomb"},
 	{"chmod -R 000 /etc", "chmod_root"},
 	{"chgrp -R staff /var", "chmod_root"},
 	{"chmod --recursive 777 /*", "chmod_root"},
+
+	// unparseable: bash would refuse these too.
+	{"echo 'unterminated", "unparseable"},
+	{"rm -rf / )", "unparseable"},
+	{"echo $(", "unparseable"},
+	{"if true; then rm -rf /", "unparseable"},
+
+	// decoded_script
+	{"echo cm0gLXJmIC8K | base64 -d | sh", "decoded_script"},
+	{"xxd -r -p payload.hex | bash", "decoded_script"},
+	{"openssl enc -d -aes-256-cbc -in x.enc -pass pass:k | sh", "decoded_script"},
 }
 
 // allowCases are look-alikes that must not be denied.
@@ -613,7 +624,27 @@ func BenchmarkCheck(b *testing.B) {
 	}
 }
 
+// FuzzCheck checks that Check never panics and stays fast on arbitrary
+// input, that its decisions are consistent, that every documented Denies
+// entry of every rule is denied by that rule, and that no text written
+// after a denied command (on the next line) makes it allowed: either the
+// whole still parses and the first command is still refused, or it does
+// not parse and is refused as unparseable.
 func FuzzCheck(f *testing.F) {
+	documented := map[string]string{}
+	var prefixes []string
+	for _, r := range Rules() {
+		for _, c := range r.Denies {
+			documented[c] = r.ID
+			f.Add(c)
+			if r.ID != "unparseable" { // the suffix may close its quote or bracket
+				prefixes = append(prefixes, c)
+			}
+		}
+		for _, c := range r.Allows {
+			f.Add(c)
+		}
+	}
 	for _, c := range denyCases {
 		f.Add(c.cmd)
 	}
@@ -639,6 +670,13 @@ func FuzzCheck(f *testing.F) {
 		if d.Denied && !known {
 			t.Fatalf("unknown rule %q", d.Rule)
 		}
+		if id, ok := documented[s]; ok && d.Rule != id {
+			t.Fatalf("Check(%q) = %s, documented as denied by %s", s, d, id)
+		}
 		CheckIn(s, "/work/sub")
+		p := prefixes[len(s)%len(prefixes)]
+		if d := Check(p + "\n" + s); !d.Denied {
+			t.Fatalf("Check(%q + newline + %q) allowed; the first line alone is denied", p, s)
+		}
 	})
 }

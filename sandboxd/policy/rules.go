@@ -5,15 +5,19 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/vera-run/vera/internal/shell"
 )
 
 // This file is the one documented place for the sandbox's deny rules.
 //
 // Every rule is evaluated on every simple command of the command string,
-// after tokenisation and unwrapping (see doc.go): rm, /bin/rm, 'rm', r\m,
-// sudo rm, env X=1 rm, bash -c 'rm …', $(rm …) are all seen as rm. The
-// first command (in execution order) that matches a rule decides; among
-// rules, the order of the list below decides.
+// after parsing (internal/shell, on mvdan.cc/sh) and unwrapping (see
+// doc.go): rm, /bin/rm, 'rm', r\m, sudo rm, env X=1 rm, bash -c 'rm …',
+// $(rm …), xargs -I{} rm {} are all seen as rm. The first command (in
+// execution order) that matches a rule decides; among rules, the order of
+// the list below decides. A command that does not parse is refused
+// before any rule looks at it (unparseable).
 //
 // Each rule carries Denies and Allows examples; the tests run all of
 // them, so the documentation below cannot drift from the behaviour.
@@ -22,6 +26,25 @@ import (
 // boundary.
 
 var rules = []Rule{
+	// unparseable blocks a command that is not valid shell (bash -c would
+	// refuse it too: nothing of it runs, so nothing is lost) and one the
+	// analysis cannot follow to the end: brackets or substitutions nested
+	// deeper than internal/shell parses (1000 brackets, 32 substitutions),
+	// scripts run by scripts more than 8 levels deep (bash -c "eval '…'"),
+	// more than 256 scripts (substitutions, bash -c, eval …) in one
+	// command, or 64 wrappers or more around one command (sudo sudo …). A script that is understood only in part cannot be judged,
+	// so it is refused rather than let through. The same holds for code a
+	// command runs (bash -c 'echo (' is refused); command lines found in
+	// interpreter code (os.system("…")) are read best effort and skipped
+	// when they do not parse.
+	// Allowed: every command bash accepts, however unusual its quoting.
+	{
+		ID:          "unparseable",
+		Description: "a command that is not valid shell (bash would refuse it too) or nests deeper than the analysis follows; a script understood only in part cannot be judged",
+		Denies:      []string{"echo 'unterminated", "rm -rf / )", "if true; then rm -rf /", `bash -c 'echo $('`, "eval eval eval eval eval eval eval eval eval ls"},
+		Allows:      []string{`echo "(" ')' \;`, "a=(1 2 3); echo ${a[@]}", "cat <<'EOF'\n)(\nEOF", `bash -c 'echo "$(date)"'`},
+	},
+
 	// rm_root blocks a recursive rm (-r, -R, --recursive, any cluster
 	// such as -rf, -fr, -vRf, options before or after the operands) whose
 	// target is:
@@ -33,16 +56,35 @@ var rules = []Rule{
 	//     (/u*);
 	//   - the run's work directory /work itself or all of it (/work/,
 	//     /work/*, `rm -rf .` or `rm -rf *` with cwd /work), and /input.
-	// It also blocks any rm with --no-preserve-root.
+	// It also blocks any rm with --no-preserve-root; find -delete, or find
+	// -exec rm -r {}, on such a target with no test narrowing what find
+	// selects (find / -delete; find /work -name '*.pyc' -delete is fine);
+	// python/perl/ruby/node code removing such a tree (shutil.rmtree('/'),
+	// FileUtils.rm_rf, fs.rmSync) or running rm through system(…); and a
+	// command word of unknown value ($(echo rm), ${X}) given rm's
+	// arguments: a recursive and a force flag and such a target — no
+	// ordinary program is called with -rf / — or followed by an rm this
+	// rule denies ($SUDO rm -rf /: the word may be empty).
 	// Allowed: anything below those directories (rm -rf /work/build,
 	// ./build, /tmp/*, /var/lib/apt/lists/*, ~/.cache/pip, /usr/local/x),
 	// non-recursive rm, and targets whose value is unknown ($DIR/*).
 	{
 		ID:          "rm_root",
-		Description: "recursive rm of /, ~, a top-level system directory, or the whole /work (or rm --no-preserve-root); anything below them is allowed",
-		Denies:      []string{"rm -rf /", "sudo rm -fr /*", "rm -r -f ~", "rm -rf /usr/", "rm -rf /work/*", "rm --no-preserve-root -rf /"},
-		Allows:      []string{"rm -rf /work/tmp", "rm -rf ./build", "rm -rf /tmp/*", "rm -rf /var/lib/apt/lists/*", "rm -f /etc/motd"},
-		check:       checkRmRoot,
+		Description: "recursive rm of /, ~, a top-level system directory, or the whole /work (or rm --no-preserve-root), also through find -delete, interpreter code (shutil.rmtree) or a command word of unknown value given -rf; anything below them is allowed",
+		Denies: []string{"rm -rf /", "sudo rm -fr /*", "rm -r -f ~", "rm -rf /usr/", "rm -rf /work/*", "rm --no-preserve-root -rf /",
+			"echo / | xargs -I{} rm -rf {}", "printf '%s' 'rm -rf /' | sh", "$(echo rm) -rf /", "${RM} -fr /usr", "$SUDO rm -rf /",
+			"find / -delete", "find /usr -depth -delete", "find / -maxdepth 1 -exec rm -rf {} +",
+			`python3 -c "import shutil; shutil.rmtree('/')"`, `python3 -c "import os; os.system('rm -rf /')"`,
+			`python3 -c "import subprocess; subprocess.run(['rm', '-rf', '/etc'])"`, `perl -e 'system("rm -rf /")'`,
+			`ruby -e 'FileUtils.rm_rf("/")'`, "node -e \"require('child_process').execSync('rm -rf ~')\"",
+			"setpriv --reuid=0 rm -rf /", "unshare -r rm -rf /", "script -qc 'rm -rf /' /dev/null",
+			"parallel rm -rf ::: /", "sg root -c 'rm -rf /'", "nsenter -t 1 -m rm -rf /", "strace -f rm -rf /"},
+		Allows: []string{"rm -rf /work/tmp", "rm -rf ./build", "rm -rf /tmp/*", "rm -rf /var/lib/apt/lists/*", "rm -f /etc/motd",
+			"echo /tmp/x | xargs -I{} rm -rf {}", "printf '%s\\n' 'rm -rf /' > /work/x.txt", "$CC -o app main.c", `"$PYTHON" -m pytest -x /work/tests`,
+			"find /work -name '*.pyc' -delete", "find / -name core -delete", "find /tmp -mindepth 1 -delete",
+			`python3 -c "import shutil; shutil.rmtree('/work/build')"`, `python3 -c "print('shutil.rmtree(\'/\')')"`,
+			"parallel gzip ::: /work/a.log /work/b.log", "script -qc 'ls /' /dev/null"},
+		check: checkRmRoot,
 	},
 
 	// mkfs blocks creating file systems and rewriting partition tables
@@ -58,7 +100,7 @@ var rules = []Rule{
 	{
 		ID:          "mkfs",
 		Description: "creating file systems or rewriting partition tables/signatures (mkfs*, mke2fs, mkswap, wipefs -a, fdisk/sfdisk/parted writing); listing is allowed",
-		Denies:      []string{"mkfs.ext4 /dev/sdb1", "sudo mkfs -t xfs /dev/nvme0n1", "wipefs -a /dev/sda", "parted -s /dev/sda mklabel gpt"},
+		Denies:      []string{"mkfs.ext4 /dev/sdb1", "sudo mkfs -t xfs /dev/nvme0n1", "wipefs -a /dev/sda", "parted -s /dev/sda mklabel gpt", `ruby -e 'system("mkfs.ext4 /dev/sda")'`},
 		Allows:      []string{"fdisk -l", "parted /dev/sda print", "which mkfs.ext4", `python3 -c "print('mkfs')"`},
 		check:       checkMkfs,
 	},
@@ -75,7 +117,7 @@ var rules = []Rule{
 	{
 		ID:          "dd_block_device",
 		Description: "writing to a block device (dd of=/dev/sda, > /dev/nvme0n1, tee/cp/shred to one); reading devices and writing files or /dev/null is allowed",
-		Denies:      []string{"dd if=/dev/zero of=/dev/sda bs=1M", "cat image.iso > /dev/sdb", "sudo dd if=x.img of=//dev//nvme0n1"},
+		Denies:      []string{"dd if=/dev/zero of=/dev/sda bs=1M", "cat image.iso > /dev/sdb", "sudo dd if=x.img of=//dev//nvme0n1", "cat x > /dev/s?a", "cat x | tee /dev/sd[ab]"},
 		Allows:      []string{"dd if=/dev/zero of=/work/file bs=1M count=1", "dd if=/dev/sda of=/work/mbr.bin count=1", "dd if=/work/a of=/dev/null"},
 		check:       checkBlockDevice,
 	},
@@ -113,9 +155,10 @@ var rules = []Rule{
 	{
 		ID:          "shutdown",
 		Description: "shutdown/reboot/halt/poweroff, init 0|6, systemctl reboot|poweroff|halt|kexec, kill -9 -1 (all processes) or kill 1; mentioning them or killing a specific pid is allowed",
-		Denies:      []string{"sudo reboot", "shutdown -h now", "systemctl poweroff", "kill -9 -1", "init 6"},
-		Allows:      []string{"grep reboot notes.txt", "systemctl status nginx", "kill -9 12345", "last reboot"},
-		check:       checkShutdown,
+		Denies: []string{"sudo reboot", "shutdown -h now", "systemctl poweroff", "kill -9 -1", "init 6",
+			`python3 -c "import os; os.system('reboot')"`, "nsenter -t 1 -m -u reboot", "echo b > /proc/sysrq-*"},
+		Allows: []string{"grep reboot notes.txt", "systemctl status nginx", "kill -9 12345", "last reboot", `python3 -c "print('reboot')"`},
+		check:  checkShutdown,
 	},
 
 	// notes_md blocks anything that rewrites or deletes /work/notes.md
@@ -134,8 +177,14 @@ var rules = []Rule{
 	//     that names it literally in the same statement as a write (open
 	//     with mode w/a/x/+, > or >>, write_text, os.remove, unlink,
 	//     writeFileSync, …). This part is best effort.
-	// For rm/unlink/shred/truncate/tee/sponge/mv/sed -i/perl -i a glob
-	// that matches it (rm /work/*.md) counts as naming it.
+	//   - find -delete, or find -exec … {}, whose starting point holds it
+	//     and whose -name/-path/-type tests may select it (find /work
+	//     -name '*.md' -delete; -regex is not evaluated);
+	// In every write target — redirection, operand or option — a glob or
+	// brace list that may expand to it counts as naming it: > /work/n?tes.md,
+	// > no*.md, > [n]otes.md, > /work/*, tee /work/{notes,x}.md, cp x
+	// /w*/notes.md (bash expands a redirection's glob when it matches one
+	// file). A target whose value is unknown ($OUT, $(…)) does not.
 	// Allowed: every read (cat, grep, head, tail, wc, less, diff, sed
 	// without -i, cp /work/notes.md elsewhere, < /work/notes.md, python
 	// open() for reading), other files with similar names
@@ -145,9 +194,41 @@ var rules = []Rule{
 	{
 		ID:          "notes_md",
 		Description: "writing, moving, truncating or deleting /work/notes.md (append-only, owned by the projector; even >> is refused); reading it is allowed",
-		Denies:      []string{"rm /work/notes.md", "echo x >> /work/notes.md", "sed -i 's/a/b/' notes.md", "mv /tmp/n.md /work/notes.md", "tee -a /work/notes.md"},
-		Allows:      []string{"cat /work/notes.md", "cp /work/notes.md /tmp/x", `echo "see notes.md" >> /work/summary.md`, "grep -c TODO notes.md"},
-		check:       checkNotes,
+		Denies: []string{"rm /work/notes.md", "echo x >> /work/notes.md", "sed -i 's/a/b/' notes.md", "mv /tmp/n.md /work/notes.md", "tee -a /work/notes.md",
+			"echo x > /work/n?tes.md", "echo x > no*.md", "echo x > [n]otes.md", "echo x >> /work/*", "echo x > /work/{notes,x}.md",
+			"cat x | tee /w*/notes.md", "cp x /work/[!x]otes.md", "truncate -s0 /work/*.md", "sed -i d /work/no?es.md",
+			"find /work -name '*.md' -delete", "find /work -maxdepth 1 -type f -newer x -delete", "find /work -name notes.md -exec rm {} \\;",
+			`python3 -c "import os; os.system('echo > /work/notes.md')"`},
+		Allows: []string{"cat /work/notes.md", "cp /work/notes.md /tmp/x", `echo "see notes.md" >> /work/summary.md`, "grep -c TODO notes.md",
+			"echo x > /work/n?tes.txt", "echo x > /tmp/*.md", "echo x > '$OUT'", "cat /work/n*.md", "find /work -name '*.pyc' -delete",
+			"find /work/build -type f -delete", "find /work -type d -empty -delete", "cp /work/*.md /tmp/"},
+		check: checkNotes,
+	},
+
+	// decoded_script blocks a shell or interpreter that runs code decoded,
+	// decrypted or decompressed on its way in: a shell (bash, sh …),
+	// source /dev/stdin or python/perl/… with no program argument reading
+	// a pipeline in which base64/base32 -d, xxd -r, openssl … -d,
+	// uudecode, gunzip/zcat/xz -d/…, rev or interpreter code that decodes
+	// (b64decode, unhexlify …) runs; and eval, bash -c, xargs … sh -c or
+	// a script argument whose code comes from such a decoder through a
+	// substitution. Such code is hidden on purpose and cannot be read
+	// before it runs. Code piped from other producers (curl … | sh, cat
+	// script | bash) is not judged either way: the rules see only what
+	// the command line shows, and the container carries the rest.
+	// Allowed: decoding into a file or another program (base64 -d x >
+	// y.bin, … | tar -x), and echo/printf piped into a shell, whose code is
+	// visible and analysed like any other.
+	{
+		ID:          "decoded_script",
+		Description: "a shell or interpreter running code decoded or unpacked on the fly (… | base64 -d | sh, xxd -r | bash, eval \"$(… | base64 -d)\"): the code cannot be read before it runs",
+		Denies: []string{"echo cm0gLXJmIC8K | base64 -d | sh", "base64 --decode payload.b64 | bash", "xxd -r -p x.hex | bash", "openssl enc -d -aes-256-cbc -in x.enc -k k | sh",
+			"gunzip -c x.gz | bash", `eval "$(echo cm0gLXJmIC8K | base64 -d)"`, `bash -c "$(base64 -d <<< cm0gLXJmIC8K)"`, "sh <(base64 -d x.b64)",
+			"cat x.b64 | base64 -d | sudo bash -s", "echo x | base64 -d | python3", "base64 -d x | xargs -I{} sh -c {}",
+			`python3 -c "import base64;print(base64.b64decode('cm0gLXJmIC8K').decode())" | sh`},
+		Allows: []string{"base64 -d blob.b64 > /work/blob.bin", "echo aGkK | base64 -d", "base64 -d x.b64 | tar -xz -C /work", "xxd -r -p x.hex > x.bin",
+			"echo 'ls -la' | bash", "base64 x.sh | bash -c 'wc -c'"},
+		check: checkDecoded,
 	},
 
 	// chmod_root blocks recursive chmod/chown/chgrp (-R, --recursive) of
@@ -210,14 +291,14 @@ func wipesProtected(abs string, withRmOnly bool) bool {
 	if protected(base) {
 		return true
 	}
-	if hasGlob(abs) {
+	if shell.HasGlob(abs) {
 		for _, d := range systemDirs {
-			if m, _ := path.Match(abs, d); m {
+			if globMatch(abs, d) {
 				return true
 			}
 		}
 		for _, d := range rmOnlyDirs {
-			if m, _ := path.Match(abs, d); withRmOnly && m {
+			if withRmOnly && globMatch(abs, d) {
 				return true
 			}
 		}
@@ -241,17 +322,25 @@ func protectedTarget(inv *invocation, ops []string, withRmOnly bool) string {
 }
 
 func checkRmRoot(inv *invocation) string {
+	if inv.name == "find" {
+		if f := parseFind(inv); f.delete {
+			if t := f.wipes(); t != "" {
+				return "find -delete of " + t + " with no test narrowing what it selects: /, ~, a top-level system directory or the whole work dir"
+			}
+		}
+		return ""
+	}
 	if inv.name != "rm" {
 		return ""
 	}
-	p := parseArgs(inv.args, "")
-	if p.hasLongAbbrev("no-preserve-root", 3) {
+	p := shell.ParseArgs(inv.args, "")
+	if p.HasLongAbbrev("no-preserve-root", 3) {
 		return "rm with --no-preserve-root"
 	}
-	if !p.has('r') && !p.has('R') && !p.hasLongAbbrev("recursive", 3) {
+	if !p.Has('r') && !p.Has('R') && !p.HasLongAbbrev("recursive", 3) {
 		return ""
 	}
-	if t := protectedTarget(inv, p.ops, true); t != "" {
+	if t := protectedTarget(inv, p.Ops, true); t != "" {
 		return "recursive rm of " + t + ": /, ~, a top-level system directory or the whole work dir"
 	}
 	return ""
@@ -263,11 +352,11 @@ func checkChmodRoot(inv *invocation) string {
 	default:
 		return ""
 	}
-	p := parseArgs(inv.args, "")
-	if !p.has('R') && !p.hasLong("recursive") {
+	p := shell.ParseArgs(inv.args, "")
+	if !p.Has('R') && !p.HasLong("recursive") {
 		return ""
 	}
-	if t := protectedTarget(inv, p.ops, false); t != "" {
+	if t := protectedTarget(inv, p.Ops, false); t != "" {
 		return "recursive " + inv.name + " of " + t + ": / or a top-level system directory"
 	}
 	return ""
@@ -292,45 +381,45 @@ func checkMkfs(inv *invocation) string {
 		}
 		return n + " creates a file system / erases a device"
 	case n == "wipefs":
-		p := parseArgs(inv.args, "otO", "offset", "types", "output", "backup")
-		if p.has('n') || p.hasLong("no-act") {
+		p := shell.ParseArgs(inv.args, "otO", "offset", "types", "output", "backup")
+		if p.Has('n') || p.HasLong("no-act") {
 			return ""
 		}
-		if p.has('a') || p.hasLong("all") || p.has('o') || p.hasLong("offset") {
+		if p.Has('a') || p.HasLong("all") || p.Has('o') || p.HasLong("offset") {
 			return "wipefs erasing signatures"
 		}
 	case n == "fdisk" || n == "cfdisk" || n == "sfdisk":
-		p := parseArgs(inv.args, "bcuLNoOwWXYSHt", "sector-size", "compatibility", "units", "color",
+		p := shell.ParseArgs(inv.args, "bcuLNoOwWXYSHt", "sector-size", "compatibility", "units", "color",
 			"label", "label-nested", "output", "backup-file", "wipe", "wipe-partitions", "type", "lock")
 		for _, c := range []byte("ldJsgFVvhrx") {
 			if c == 'r' && n == "sfdisk" {
 				continue // sfdisk -r reorders
 			}
-			if p.has(c) {
+			if p.Has(c) {
 				return ""
 			}
 		}
-		if p.hasLong("list", "list-details", "dump", "json", "show-size", "show-geometry", "list-free",
-			"verify", "version", "help", "list-types", "show-pt-geometry") || len(p.ops) == 0 {
+		if p.HasLong("list", "list-details", "dump", "json", "show-size", "show-geometry", "list-free",
+			"verify", "version", "help", "list-types", "show-pt-geometry") || len(p.Ops) == 0 {
 			return ""
 		}
 		return n + " on a device rewrites its partition table"
 	case n == "parted":
-		p := parseArgs(inv.args, "a", "align")
-		if p.has('l') || p.has('h') || p.has('v') || p.hasLong("list", "help", "version") || len(p.ops) == 0 {
+		p := shell.ParseArgs(inv.args, "a", "align")
+		if p.Has('l') || p.Has('h') || p.Has('v') || p.HasLong("list", "help", "version") || len(p.Ops) == 0 {
 			return ""
 		}
-		if len(p.ops) == 1 {
-			return "interactive parted on " + p.ops[0]
+		if len(p.Ops) == 1 {
+			return "interactive parted on " + p.Ops[0]
 		}
-		for _, w := range p.ops[1:] {
+		for _, w := range p.Ops[1:] {
 			if slices.Contains(partedWrites, strings.ToLower(w)) {
 				return "parted " + w + " rewrites the partition table"
 			}
 		}
 	case n == "sgdisk":
-		p := parseArgs(inv.args, "")
-		if p.has('z') || p.has('Z') || p.has('o') || p.hasLong("zap", "zap-all", "clear") {
+		p := shell.ParseArgs(inv.args, "")
+		if p.Has('z') || p.Has('Z') || p.Has('o') || p.HasLong("zap", "zap-all", "clear") {
 			return "sgdisk wiping the partition table"
 		}
 	}
@@ -347,6 +436,13 @@ var blockDevPrefixes = []string{
 
 var blockDevExact = []string{"/dev/root", "/dev/mem", "/dev/kmem", "/dev/port"}
 
+// blockDevSamples are names a glob of a device target (/dev/s?a) is
+// matched against.
+var blockDevSamples = append([]string{
+	"/dev/sda", "/dev/sda1", "/dev/hda", "/dev/vda", "/dev/vda1", "/dev/xvda", "/dev/xvda1", "/dev/nvme0n1",
+	"/dev/nvme0n1p1", "/dev/mmcblk0", "/dev/mmcblk0p1", "/dev/dm-0", "/dev/loop0", "/dev/md0",
+}, blockDevExact...)
+
 // blockDevice returns the normalised device if target is a block device.
 func blockDevice(inv *invocation, target string) string {
 	abs, ok := inv.abs(target)
@@ -355,6 +451,13 @@ func blockDevice(inv *invocation, target string) string {
 	}
 	if slices.Contains(blockDevExact, abs) {
 		return abs
+	}
+	if shell.HasGlob(abs) {
+		for _, d := range blockDevSamples {
+			if globMatch(abs, d) {
+				return abs
+			}
+		}
 	}
 	for _, p := range blockDevPrefixes {
 		if strings.HasPrefix(abs, p) && len(abs) > len(p) || abs+"/" == p {
@@ -365,34 +468,34 @@ func blockDevice(inv *invocation, target string) string {
 }
 
 // copyDest returns the destination and sources of cp/mv/install/ln/rsync.
-func copyDest(inv *invocation, p *parsedArgs) (dest string, srcs []string, ok bool) {
-	if t, has := p.value("t", "target-directory"); has {
-		return t, p.ops, true
+func copyDest(inv *invocation, p *shell.Options) (dest string, srcs []string, ok bool) {
+	if t, has := p.Value("t", "target-directory"); has {
+		return t, p.Ops, true
 	}
-	if len(p.ops) >= 2 {
-		return p.ops[len(p.ops)-1], p.ops[:len(p.ops)-1], true
+	if len(p.Ops) >= 2 {
+		return p.Ops[len(p.Ops)-1], p.Ops[:len(p.Ops)-1], true
 	}
-	if inv.name == "ln" && len(p.ops) == 1 {
-		return ".", p.ops, true
+	if inv.name == "ln" && len(p.Ops) == 1 {
+		return ".", p.Ops, true
 	}
 	return "", nil, false
 }
 
-func copyArgs(inv *invocation) parsedArgs {
+func copyArgs(inv *invocation) shell.Options {
 	switch inv.name {
 	case "install":
-		return parseArgs(inv.args, "tSmog", "target-directory", "suffix", "mode", "owner", "group")
+		return shell.ParseArgs(inv.args, "tSmog", "target-directory", "suffix", "mode", "owner", "group")
 	case "rsync":
-		return parseArgs(inv.args, "eBfT", "rsh", "block-size", "filter", "temp-dir", "exclude", "include", "chmod", "chown")
+		return shell.ParseArgs(inv.args, "eBfT", "rsh", "block-size", "filter", "temp-dir", "exclude", "include", "chmod", "chown")
 	}
-	return parseArgs(inv.args, "tS", "target-directory", "suffix")
+	return shell.ParseArgs(inv.args, "tS", "target-directory", "suffix")
 }
 
 func checkBlockDevice(inv *invocation) string {
 	for _, r := range inv.redirs {
-		if r.isOutput() {
+		if r.Output() {
 			if dev := blockDevice(inv, r.target); dev != "" {
-				return fmt.Sprintf("output redirection %s to block device %s", r.op, dev)
+				return fmt.Sprintf("output redirection %s to block device %s", r.Op, dev)
 			}
 		}
 	}
@@ -406,7 +509,7 @@ func checkBlockDevice(inv *invocation) string {
 			}
 		}
 	case "tee", "shred":
-		for _, op := range parseArgs(inv.args, "ns", "iterations", "size").ops {
+		for _, op := range shell.ParseArgs(inv.args, "ns", "iterations", "size").Ops {
 			if dev := blockDevice(inv, op); dev != "" {
 				return inv.name + " writing to block device " + dev
 			}
@@ -425,99 +528,40 @@ func checkBlockDevice(inv *invocation) string {
 // ---------------------------------------------------------------------
 // fork_bomb
 
-// checkForkBomb looks for NAME() BODY or function NAME BODY where BODY
-// runs NAME at least twice (in command position) and contains | or &.
-func checkForkBomb(src string, toks []token) (match, reason string) {
+// checkForkBomb looks for a function definition whose body runs the
+// function itself at least twice (in command position) and pipes or
+// backgrounds a command.
+func checkForkBomb(s *shell.Script) (match, reason string) {
 	defs := 0
-	for i := 0; i < len(toks) && defs < 32; i++ {
-		var name string
-		var body int
-		switch {
-		case toks[i].kind == tkWord && i+2 < len(toks) && isOp(&toks[i+1], "(") && isOp(&toks[i+2], ")"):
-			name, body = toks[i].val, i+3
-		case toks[i].kind == tkWord && toks[i].val == "function" && i+1 < len(toks) && toks[i+1].kind == tkWord:
-			name, body = toks[i+1].val, i+2
-			if body+1 < len(toks) && isOp(&toks[body], "(") && isOp(&toks[body+1], ")") {
-				body += 2
-			}
-		default:
+	for i, c := range s.Cmds {
+		if c.Kind != shell.FuncDef || len(c.Words) == 0 {
 			continue
 		}
-		defs++
-		for body < len(toks) && isOp(&toks[body], "\n") {
-			body++
-		}
-		if body >= len(toks) {
+		if defs++; defs > 32 {
 			break
 		}
-		end, calls, spawn := scanBody(toks, body, name)
+		name := c.Words[0].Value
+		calls, spawn := 0, false
+		for _, b := range s.Cmds[i+1 : min(len(s.Cmds), i+1+c.Body)] {
+			if b.Kind != shell.Simple {
+				continue
+			}
+			if b.Op == "|" || b.Op == "|&" || b.Op == "&" || b.PipeFrom != nil || b.Background {
+				spawn = true
+			}
+			k := 0
+			for k < len(b.Words) && shell.IsAssignment(b.Words[k].Value) {
+				k++
+			}
+			if k < len(b.Words) && b.Words[k].Value == name {
+				calls++
+			}
+		}
 		if calls >= 2 && spawn {
-			return src[toks[i].start:toks[end].end],
-				fmt.Sprintf("fork bomb: function %q runs itself %d times with a pipe or in the background", name, calls)
+			return c.Decl, fmt.Sprintf("fork bomb: function %q runs itself %d times with a pipe or in the background", name, calls)
 		}
 	}
 	return "", ""
-}
-
-// scanBody scans a function body starting at toks[b] ({ or ( ). It
-// returns the index of the closing token, the number of self-calls in
-// command position, and whether the body pipes or backgrounds.
-func scanBody(toks []token, b int, name string) (end, calls int, spawn bool) {
-	braces := toks[b].kind == tkWord && toks[b].val == "{"
-	parens := isOp(&toks[b], "(")
-	if !braces && !parens {
-		return b, 0, false
-	}
-	depth, cmdPos := 1, true
-	for j := b + 1; j < len(toks); j++ {
-		t := &toks[j]
-		switch t.kind {
-		case tkWord:
-			if cmdPos {
-				switch t.val {
-				case "{":
-					if braces {
-						depth++
-					}
-					continue
-				case "}":
-					if braces {
-						if depth--; depth == 0 {
-							return j, calls, spawn
-						}
-					}
-					continue
-				case "then", "do", "else", "elif", "if", "while", "until", "!", "time":
-					continue
-				}
-				if t.val == name {
-					calls++
-				}
-			}
-			cmdPos = false
-		case tkRedir:
-			if j+1 < len(toks) && toks[j+1].kind == tkWord {
-				j++
-			}
-		case tkOp:
-			switch t.val {
-			case "|", "|&", "&":
-				spawn = true
-			case "(":
-				if parens {
-					depth++
-				}
-			case ")":
-				if parens {
-					if depth--; depth == 0 {
-						return j, calls, spawn
-					}
-				}
-			}
-			cmdPos = true
-		}
-	}
-	return len(toks) - 1, calls, spawn
 }
 
 var forkIdioms = []string{
@@ -527,7 +571,7 @@ var forkIdioms = []string{
 
 // checkForkIdiom looks for fork-loop idioms in inline interpreter code.
 func checkForkIdiom(inv *invocation) string {
-	for _, code := range interpreterCode(inv) {
+	for _, code := range inlineCodes(inv) {
 		squashed := strings.Map(func(r rune) rune {
 			if r == ' ' || r == '\t' || r == '\n' || r == '\r' {
 				return -1
@@ -551,8 +595,8 @@ var systemctlStopTargets = []string{"reboot.target", "poweroff.target", "halt.ta
 
 func checkShutdown(inv *invocation) string {
 	for _, r := range inv.redirs {
-		if r.isOutput() {
-			if abs, ok := inv.abs(r.target); ok && abs == "/proc/sysrq-trigger" {
+		if r.Output() {
+			if inv.names(r.target, "/proc/sysrq-trigger") {
 				return "writing /proc/sysrq-trigger"
 			}
 		}
@@ -564,21 +608,21 @@ func checkShutdown(inv *invocation) string {
 		}
 		return n + " stops the machine"
 	case "init", "telinit":
-		if p := parseArgs(inv.args, ""); len(p.ops) > 0 && (p.ops[0] == "0" || p.ops[0] == "6") {
-			return n + " " + p.ops[0] + " stops the machine"
+		if p := shell.ParseArgs(inv.args, ""); len(p.Ops) > 0 && (p.Ops[0] == "0" || p.Ops[0] == "6") {
+			return n + " " + p.Ops[0] + " stops the machine"
 		}
 	case "systemctl":
-		p := parseArgs(inv.args, "HMtpsno", "host", "machine", "type", "property", "signal", "lines", "output", "root", "kill-whom", "job-mode")
-		if len(p.ops) == 0 {
+		p := shell.ParseArgs(inv.args, "HMtpsno", "host", "machine", "type", "property", "signal", "lines", "output", "root", "kill-whom", "job-mode")
+		if len(p.Ops) == 0 {
 			return ""
 		}
-		if slices.Contains(systemctlStop, p.ops[0]) {
-			return "systemctl " + p.ops[0] + " stops the machine"
+		if slices.Contains(systemctlStop, p.Ops[0]) {
+			return "systemctl " + p.Ops[0] + " stops the machine"
 		}
-		if p.ops[0] == "isolate" || p.ops[0] == "start" {
-			for _, t := range p.ops[1:] {
+		if p.Ops[0] == "isolate" || p.Ops[0] == "start" {
+			for _, t := range p.Ops[1:] {
 				if slices.Contains(systemctlStopTargets, t) {
-					return "systemctl " + p.ops[0] + " " + t + " stops the machine"
+					return "systemctl " + p.Ops[0] + " " + t + " stops the machine"
 				}
 			}
 		}
@@ -589,8 +633,8 @@ func checkShutdown(inv *invocation) string {
 	case "kill":
 		return killEverything(inv.args)
 	case "tee":
-		for _, op := range parseArgs(inv.args, "").ops {
-			if abs, ok := inv.abs(op); ok && abs == "/proc/sysrq-trigger" {
+		for _, op := range shell.ParseArgs(inv.args, "").Ops {
+			if inv.names(op, "/proc/sysrq-trigger") {
 				return "writing /proc/sysrq-trigger"
 			}
 		}
@@ -638,29 +682,13 @@ func killEverything(args []string) string {
 // ---------------------------------------------------------------------
 // notes_md
 
-// isNotes reports whether arg names /work/notes.md; with globs, a glob
-// matching it counts too.
-func (inv *invocation) isNotes(arg string, globs bool) bool {
-	for _, alt := range braceExpand(arg) {
-		abs, ok := inv.abs(alt)
-		if !ok {
-			continue
-		}
-		if abs == NotesPath {
-			return true
-		}
-		if globs && hasGlob(abs) {
-			if m, _ := path.Match(abs, NotesPath); m {
-				return true
-			}
-		}
-	}
-	return false
-}
+// isNotes reports whether arg names /work/notes.md, or is a pattern
+// (glob or brace list) one of whose expansions may be it.
+func (inv *invocation) isNotes(arg string) bool { return inv.names(arg, NotesPath) }
 
-func (inv *invocation) anyNotes(ops []string, globs bool) bool {
+func (inv *invocation) anyNotes(ops []string) bool {
 	for _, op := range ops {
-		if inv.isNotes(op, globs) {
+		if inv.isNotes(op) {
 			return true
 		}
 	}
@@ -676,17 +704,17 @@ const notesWhy = " " + NotesPath + " (append-only, owned by the projector)"
 
 func checkNotes(inv *invocation) string {
 	for _, r := range inv.redirs {
-		if r.isOutput() && inv.isNotes(r.target, false) {
-			return "output redirection " + r.op + " writes" + notesWhy
+		if r.Output() && inv.isNotes(r.target) {
+			return "output redirection " + r.Op + " writes" + notesWhy + globNote(r.target)
 		}
 	}
 	switch n := inv.name; n {
 	case "rm", "unlink", "shred", "truncate", "tee", "sponge":
-		if inv.anyNotes(parseArgs(inv.args, notesArgOpts[n], "iterations", "size", "reference", "random-source").ops, true) {
+		if inv.anyNotes(shell.ParseArgs(inv.args, notesArgOpts[n], "iterations", "size", "reference", "random-source").Ops) {
 			return n + " rewrites or deletes" + notesWhy
 		}
 	case "chmod", "chown", "chgrp", "chattr", "setfacl", "patch":
-		if inv.anyNotes(parseArgs(inv.args, notesArgOpts[n], "modify-file", "remove-file", "input", "output", "directory", "strip").ops, false) {
+		if inv.anyNotes(shell.ParseArgs(inv.args, notesArgOpts[n], "modify-file", "remove-file", "input", "output", "directory", "strip").Ops) {
 			return n + " modifies" + notesWhy
 		}
 	case "mv", "cp", "install", "ln", "link", "rsync":
@@ -695,51 +723,63 @@ func checkNotes(inv *invocation) string {
 		if !ok {
 			break
 		}
-		if n == "mv" && inv.anyNotes(srcs, true) {
+		if n == "mv" && inv.anyNotes(srcs) {
 			return "mv moves away" + notesWhy
 		}
-		if inv.isNotes(dest, false) {
-			return n + " overwrites" + notesWhy
+		if inv.isNotes(dest) {
+			return n + " overwrites" + notesWhy + globNote(dest)
 		}
-		if d, ok := inv.abs(dest); ok && d == WorkDir {
+		if inv.names(dest, WorkDir) {
 			for _, s := range srcs {
-				if path.Base(s) == "notes.md" && !inv.isNotes(s, false) { // itself: a no-op
+				if path.Base(s) == "notes.md" && !inv.isNotes(s) { // itself: a no-op
 					return n + " " + s + " into " + WorkDir + " overwrites" + notesWhy
 				}
 			}
 		}
 	case "sed":
-		if in, ops := sedInPlace(inv.args); in && inv.anyNotes(ops, true) {
+		if in, ops := sedInPlace(inv.args); in && inv.anyNotes(ops) {
 			return "sed -i rewrites" + notesWhy
 		}
 	case "perl":
-		if _, in, ops := perlArgs(inv.args); in && inv.anyNotes(ops, true) {
+		if inv.inline != nil && inv.inline.InPlace && inv.anyNotes(inv.inline.Operands) {
 			return "perl -i rewrites" + notesWhy
 		}
 	case "awk", "gawk":
-		p := parseArgs(inv.args, "fvFilE", "file", "assign", "field-separator", "include", "load")
-		for _, v := range p.values("i", "include") {
+		p := shell.ParseArgs(inv.args, "fvFilE", "file", "assign", "field-separator", "include", "load")
+		for _, v := range p.Values("i", "include") {
 			if v == "inplace" || v == "inplace.awk" {
-				if inv.anyNotes(p.ops, true) {
+				if inv.anyNotes(p.Ops) {
 					return n + " -i inplace rewrites" + notesWhy
 				}
 			}
 		}
 	case "dd":
 		for _, a := range inv.args {
-			if of, ok := strings.CutPrefix(a, "of="); ok && inv.isNotes(of, false) {
+			if of, ok := strings.CutPrefix(a, "of="); ok && inv.isNotes(of) {
 				return "dd of= overwrites" + notesWhy
 			}
 		}
 	case "curl", "wget", "sort":
-		if inv.isNotes(outputOption(inv), false) {
+		if o := outputOption(inv); o != "" && inv.isNotes(o) {
 			return n + " output overwrites" + notesWhy
 		}
+	case "find":
+		if f := parseFind(inv); f.delete && f.mayMatchNotes() {
+			return "find -delete reaches" + notesWhy
+		}
 	}
-	for _, code := range interpreterCode(inv) {
+	for _, code := range inlineCodes(inv) {
 		if codeWritesNotes(code, inv) {
 			return inv.name + " code writes or deletes" + notesWhy
 		}
+	}
+	return ""
+}
+
+// globNote explains a denial of a pattern.
+func globNote(target string) string {
+	if shell.HasGlob(target) || extGlob.MatchString(target) || strings.ContainsAny(target, "{,}") && len(braceExpand(target)) > 1 {
+		return fmt.Sprintf(": the pattern %q may expand to it", strings.ReplaceAll(target, string(shell.Unknown), "…"))
 	}
 	return ""
 }
@@ -810,93 +850,13 @@ func sedInPlace(args []string) (inPlace bool, ops []string) {
 	return inPlace, ops
 }
 
-// perlArgs returns perl's inline code (-e/-E), whether it edits in place
-// (-i, -pi, -i.bak) and its operands.
-func perlArgs(args []string) (codes []string, inPlace bool, ops []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return codes, inPlace, append(ops, args[i+1:]...)
-		}
-		if len(a) < 2 || a[0] != '-' {
-			ops = append(ops, a) // script file (when no -e), then arguments
-			continue
-		}
-	cluster:
-		for k := 1; k < len(a); k++ {
-			switch a[k] {
-			case 'e', 'E':
-				if k+1 < len(a) {
-					codes = append(codes, a[k+1:])
-				} else if i+1 < len(args) {
-					i++
-					codes = append(codes, args[i])
-				}
-				break cluster
-			case 'i':
-				inPlace = true
-				break cluster
-			case 'M', 'm', 'I', 'x', 'C', 'd', 'D', 'l', '0', 'F':
-				break cluster
-			}
-		}
-	}
-	return codes, inPlace, ops
-}
-
-// interpreterCode returns inline code given to python, perl, ruby, node
-// or php (-c/-e/-r, or a here-document/here-string when no script file).
-func interpreterCode(inv *invocation) []string {
-	n := inv.name
-	var codes []string
-	script := false
-	switch {
-	case strings.HasPrefix(n, "python") || strings.HasPrefix(n, "pypy"):
-		for i := 0; i < len(inv.args); i++ {
-			a := inv.args[i]
-			if a == "-c" {
-				if i+1 < len(inv.args) {
-					return []string{inv.args[i+1]}
-				}
-				return nil
-			}
-			if strings.HasPrefix(a, "-c") && len(a) > 2 {
-				return []string{a[2:]}
-			}
-			if a == "-m" || (a != "-" && !strings.HasPrefix(a, "-")) {
-				script = true
-				break
-			}
-			if a == "-W" || a == "-X" {
-				i++
-			}
-		}
-	case n == "perl":
-		var ops []string
-		codes, _, ops = perlArgs(inv.args)
-		script = len(codes) == 0 && len(ops) > 0 && ops[0] != "-"
-	case n == "ruby" || n == "node" || n == "nodejs" || n == "php" || n == "deno" || n == "bun":
-		flags := map[string][]string{"ruby": {"-e"}, "php": {"-r"}}[n]
-		if flags == nil {
-			flags = []string{"-e", "--eval", "-p", "--print"}
-		}
-		for i := 0; i < len(inv.args); i++ {
-			a := inv.args[i]
-			if slices.Contains(flags, a) && i+1 < len(inv.args) {
-				i++
-				codes = append(codes, inv.args[i])
-			} else if !strings.HasPrefix(a, "-") {
-				script = len(codes) == 0
-				break
-			}
-		}
-	default:
+// inlineCodes returns the program text an interpreter runs (-c/-e/-r
+// code, or a here-document or here-string when there is no script file).
+func inlineCodes(inv *invocation) []string {
+	if inv.inline == nil {
 		return nil
 	}
-	if len(codes) == 0 && !script && inv.hasStdin {
-		codes = append(codes, inv.stdin)
-	}
-	return codes
+	return inv.inline.Codes
 }
 
 // Write indicators for codeWritesNotes, looked for in the statement that
@@ -967,7 +927,7 @@ func codeWritesNotes(code string, inv *invocation) bool {
 	lits := stringLiterals(code)
 	for k, l := range lits {
 		name := strings.TrimLeft(l.val, "+<>| \t")
-		if !strings.HasSuffix(name, "notes.md") || !inv.isNotes(name, false) {
+		if !strings.HasSuffix(name, "notes.md") || !inv.isNotes(name) {
 			continue
 		}
 		if name != l.val && strings.ContainsAny(l.val[:len(l.val)-len(name)], ">+") {
@@ -1000,4 +960,73 @@ func codeWritesNotes(code string, inv *invocation) bool {
 		}
 	}
 	return false
+}
+
+// ---------------------------------------------------------------------
+// decoded_script
+
+// checkDecoded reports a shell or interpreter fed decoded code.
+func checkDecoded(inv *invocation) string {
+	unknown := func(s string) bool { return strings.IndexByte(s, shell.Unknown) >= 0 }
+	// runsStdin: the program is read on standard input; codeUnknown: the
+	// code it runs (a -c string, eval's words, a script file's name, a
+	// here-document with substitutions) is not fully known.
+	runsStdin, runsCode, codeUnknown := false, len(inv.scripts) > 0, false
+	for _, s := range inv.scripts {
+		codeUnknown = codeUnknown || unknown(s.Src)
+	}
+	switch {
+	case shell.Shells[inv.name]:
+		_, ok, stdin := shell.ShellScript(inv.args)
+		runsStdin, runsCode = !ok && stdin, true
+		if !ok && !stdin {
+			for _, a := range inv.args {
+				if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
+					codeUnknown = codeUnknown || unknown(a) // the script file
+					break
+				}
+			}
+		}
+	case inv.name == "source" || inv.name == ".":
+		runsCode = true
+		if len(inv.args) > 0 {
+			a := inv.args[0]
+			runsStdin = a == "/dev/stdin" || a == "-" || a == "/proc/self/fd/0"
+			codeUnknown = codeUnknown || unknown(a)
+		}
+	case inv.inline != nil:
+		in := inv.inline
+		runsStdin = in.Stdin || (len(in.Codes) == 0 && !in.Script && in.Module == "")
+		runsCode = true
+		for _, c := range in.Codes {
+			codeUnknown = codeUnknown || (!in.Stdin && unknown(c))
+		}
+		if in.Script && len(in.Operands) > 0 {
+			codeUnknown = codeUnknown || unknown(in.Operands[0])
+		}
+	}
+	if !runsCode {
+		return ""
+	}
+	if runsStdin {
+		for _, r := range inv.redirs {
+			if r.Stdin() && (unknown(r.target) || len(r.BodySubs) > 0 || len(r.Target.Subs) > 0) {
+				codeUnknown = true
+			}
+		}
+	}
+	if pipedFromDecoder(inv.cmd) && (runsStdin || codeUnknown) {
+		return inv.displayName() + " runs code a decoder in its pipeline produces: it cannot be read before it runs"
+	}
+	if codeUnknown && substitutesDecoder(inv.cmd) {
+		return inv.displayName() + " runs code a substitution decodes: it cannot be read before it runs"
+	}
+	return ""
+}
+
+func (inv *invocation) displayName() string {
+	if inv.name == "" {
+		return "the command"
+	}
+	return inv.name
 }
