@@ -500,6 +500,11 @@ func TestDeniedCommandsDoNotRun(t *testing.T) {
 		{"reboot", "shutdown"},
 		{"echo hacked > /work/notes.md", "notes_md"},
 		{"bash -c 'rm /work/notes.md'", "notes_md"},
+		// Issue 17's bypasses, which ran through the daemon before.
+		{"echo x > /work/n?tes.md", "notes_md"},
+		{"echo / | xargs -I{} rm -rf {}", "rm_root"},
+		{"printf '%s' 'rm -rf /' | sh", "rm_root"},
+		{"echo 'never closed", "unparseable"},
 	} {
 		tf := f.exec(run, req{cmd: c.cmd})
 		if !tf.Denied || tf.DenyRule != c.rule || tf.ExitCode != -1 {
