@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -204,11 +205,18 @@ func Parse(src string) (*Script, error) {
 	return s, nil
 }
 
+// parsers are reused: a Parser is reusable once done, and allocating
+// one per command was a third of the cost of a short command.
+var parsers = sync.Pool{New: func() any {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(false))
+}}
+
 // parseFile parses src. A here-document left open at the end of the
 // input ends there, as in bash (which only warns): its delimiter is added
 // and the text returned is the one parsed.
 func parseFile(src string) (*syntax.File, string, error) {
-	p := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(false))
+	p := parsers.Get().(*syntax.Parser)
+	defer parsers.Put(p)
 	for range 8 {
 		f, err := p.Parse(strings.NewReader(src), "")
 		if err == nil {

@@ -9,6 +9,14 @@ import (
 // word converts a syntax word: quotes removed, expansions marked.
 func (b *builder) word(s *Script, w *syntax.Word, depth int) Word {
 	out := Word{Raw: b.slice(w)}
+	if len(w.Parts) == 1 {
+		// The common case, a bare literal: no copy.
+		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 &&
+			!strings.HasPrefix(l.Value, "~") && safe(l.Value) == l.Value {
+			out.Value, out.Text, out.Glob = l.Value, l.Value, hasGlob(l.Value)
+			return out
+		}
+	}
 	var val, text strings.Builder
 	for i, part := range w.Parts {
 		b.part(s, &out, &val, &text, part, false, i == 0, depth)
