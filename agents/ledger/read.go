@@ -167,24 +167,7 @@ func commandName(n string) string {
 // standard input when the line shows it (a here-document's body, a
 // here-string, the output of an echo or printf piped into it).
 func stdinText(c *sh.Cmd) (string, bool) {
-	text, has := "", false
-	for _, rd := range c.Redirs {
-		if !rd.Stdin() {
-			continue
-		}
-		switch rd.Op {
-		case "<<", "<<-":
-			text, has = rd.Body, true
-		case "<<<":
-			text, has = rd.Target.Text+"\n", true
-		default:
-			text, has = "", false
-		}
-	}
-	if !has && c.PipeFrom != nil {
-		return sh.Echoed(c.PipeFrom.Texts())
-	}
-	return text, has
+	return sh.CmdStdinWith(c, func(w sh.Word) string { return w.Text })
 }
 
 // walk calls fn for every step in order: each step before the commands

@@ -87,25 +87,37 @@ func (w *walker) visit(v Visit) bool {
 
 // CmdStdin returns what c reads on standard input when the command line
 // shows it: a here-document, a here-string, or the output of an echo or
-// printf piped into it.
+// printf piped into it, with words read as their Value.
 func CmdStdin(c *Cmd) (string, bool) {
-	stdin, has := "", false
+	return CmdStdinWith(c, func(w Word) string { return w.Value })
+}
+
+// CmdStdinWith is CmdStdin with the reading of a word chosen by the
+// caller (its Text, or its Value with the variables the caller knows).
+// An input redirection other than a here-document or here-string hides
+// what it reads, and overrides a pipe.
+func CmdStdinWith(c *Cmd, read func(Word) string) (string, bool) {
+	stdin, has, redirected := "", false, false
 	for _, r := range c.Redirs {
-		switch {
-		case r.Op == "<<" || r.Op == "<<-":
-			if r.Fd == "" || r.Fd == "0" {
-				stdin, has = r.Body, true
-			}
-		case r.Op == "<<<":
-			if r.Fd == "" || r.Fd == "0" {
-				stdin, has = r.Target.Value+"\n", true
-			}
-		case r.Stdin():
+		if !r.Stdin() {
+			continue
+		}
+		redirected = true
+		switch r.Op {
+		case "<<", "<<-":
+			stdin, has = r.Body, true
+		case "<<<":
+			stdin, has = read(r.Target)+"\n", true
+		default:
 			stdin, has = "", false
 		}
 	}
-	if !has && c.PipeFrom != nil {
-		return Echoed(c.PipeFrom.Args())
+	if !redirected && c.PipeFrom != nil {
+		words := make([]string, len(c.PipeFrom.Words))
+		for i, w := range c.PipeFrom.Words {
+			words[i] = read(w)
+		}
+		return Echoed(words)
 	}
 	return stdin, has
 }

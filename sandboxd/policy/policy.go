@@ -369,28 +369,10 @@ func (a *analyser) simple(c *shell.Cmd, sc *scope, depth int) *Decision {
 }
 
 // stdinOf returns what c reads on standard input when the command line
-// shows it: a here-document, a here-string, or what a piped-in echo or
-// printf writes (with the variables known at that point).
+// shows it (a here-document, a here-string, or what a piped-in echo or
+// printf writes), with the variables known at that point.
 func stdinOf(c *shell.Cmd, sc *scope) (string, bool) {
-	stdin, has := "", false
-	for _, r := range c.Redirs {
-		switch {
-		case r.Op == "<<" || r.Op == "<<-":
-			if r.Fd == "" || r.Fd == "0" {
-				stdin, has = r.Body, true
-			}
-		case r.Op == "<<<":
-			if r.Fd == "" || r.Fd == "0" {
-				stdin, has = sc.expand(r.Target.Value)+"\n", true
-			}
-		case r.Stdin():
-			stdin, has = "", false
-		}
-	}
-	if !has && c.PipeFrom != nil && !redirectsStdin(c) {
-		return shell.Echoed(sc.expandAll(c.PipeFrom.Words))
-	}
-	return stdin, has
+	return shell.CmdStdinWith(c, func(w shell.Word) string { return sc.expand(w.Value) })
 }
 
 func redirectsStdin(c *shell.Cmd) bool {
