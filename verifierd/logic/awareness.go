@@ -31,16 +31,22 @@ type Cue struct {
 // ID names the cue in matched_keywords: the keyword phrase, or
 // "pattern:" and the pattern's name.
 func (c Cue) ID() string {
-	if c.Kind == CuePattern {
+	switch c.Kind {
+	case CuePattern:
 		return "pattern:" + c.Name
+	case CueClaim:
+		return "claim:" + c.Name
 	}
 	return c.Name
 }
 
 // Label describes the cue for thinking_eval_reason.
 func (c Cue) Label() string {
-	if c.Kind == CuePattern {
+	switch c.Kind {
+	case CuePattern:
 		return fmt.Sprintf("pattern %s (%q)", c.Name, clip(c.Text, 70))
+	case CueClaim:
+		return fmt.Sprintf("claim %s (%q)", c.Name, clip(c.Text, 70))
 	}
 	return fmt.Sprintf("%q", c.Name)
 }
@@ -55,6 +61,9 @@ type SetAside struct {
 type Awareness struct {
 	Cues     []Cue      // the cues that count, in text order
 	SetAside []SetAside // cues found but not counted, in text order
+	// About says how the counted cues refer to the repeated action (set
+	// by JudgeAwareness): `verb "clicking"`, `target "12"`, ….
+	About []string
 }
 
 // Aware reports whether any cue counts.

@@ -83,7 +83,7 @@ func pyArgs(s string) []string {
 }
 
 // elementLabel finds "[bid] role 'name'" in the last user message.
-func elementLabel(s Snapshot, bid string) (role, name string) {
+func axLabel(s Snapshot, bid string) (role, name string) {
 	re := regexp.MustCompile(`\[` + regexp.QuoteMeta(bid) + `\] ([A-Za-z]+) '([^'\n]{0,60})'`)
 	for i := len(s.Input) - 1; i >= 0; i-- {
 		if m := re.FindStringSubmatch(s.Input[i].Text()); m != nil {
@@ -177,7 +177,7 @@ func describeWeb(tb testing.TB, rel string, s Snapshot, ra string) actionWords {
 	w := actionWords{Act: strings.TrimSpace(strings.SplitN(strings.SplitN(ra, "#", 2)[0], "<!--", 2)[0]), Repeat: js(ra)}
 	elem := func(bid string) []string {
 		t := []string{"element '" + bid + "'", "'" + bid + "'"}
-		if role, name := elementLabel(s, bid); name != "" && len([]rune(name)) <= 40 {
+		if role, name := axLabel(s, bid); name != "" && len([]rune(name)) <= 40 {
 			t = append(t, "the '"+name+"' "+role, "the '"+name+"' "+role+" ["+bid+"]")
 		}
 		return t

@@ -44,7 +44,7 @@ func Verify(f InferenceFile) Verdict {
 			thinking, _ = rawString(f.Result.Action)
 		}
 	}
-	aw := DetectAwareness(thinking)
+	aw := JudgeAwareness(thinking, NewReferent(f.Snapshot, ref))
 
 	v := Verdict{VerifierType: VerifierType, MatchedKeywords: aw.IDs(), Confidence: ConfidenceHigh}
 	var doubts []string
@@ -137,6 +137,10 @@ func awarenessText(aw Awareness, thinking string, repeated bool) string {
 			labels = append(labels[:maxReasonCues], fmt.Sprintf("and %d more", len(labels)-maxReasonCues))
 		}
 		b.WriteString(strings.Join(labels, ", "))
+		if len(aw.About) > 0 {
+			b.WriteString(" about the repeated action, named by ")
+			b.WriteString(strings.Join(aw.About, ", "))
+		}
 	default:
 		b.WriteString("no awareness keyword or pattern in the thinking")
 	}
