@@ -2,6 +2,7 @@ package logic
 
 import (
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -137,4 +138,20 @@ func TestGeneratedCases(t *testing.T) {
 			t.Errorf("%s: action repeats %v, want %v", a[i].rel, repeats, want)
 		}
 	}
+}
+
+// TestWriteHeldOut writes the held-out set to $VERA_WRITE_CASES (for
+// timing the command: vera verify repetitive DIR); it is skipped without
+// the variable.
+func TestWriteHeldOut(t *testing.T) {
+	dir := os.Getenv("VERA_WRITE_CASES")
+	if dir == "" {
+		t.Skip("set VERA_WRITE_CASES=DIR to write the held-out set there")
+	}
+	cases := generateCases(t, sharedMirage, heldOutPool, heldOutSeed)
+	if len(cases) != casesPerKind*len(allKinds) {
+		t.Fatalf("%d cases", len(cases))
+	}
+	writeCases(t, dir, cases)
+	t.Logf("%d files written under %s", len(cases), dir)
 }

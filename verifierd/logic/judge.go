@@ -1,7 +1,9 @@
 package logic
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -86,8 +88,8 @@ func NewReferent(s Snapshot, ref Action) Referent {
 		r.Function = strings.ToLower(c.Name)
 		args, _ := c.Arguments.(map[string]any)
 		program := ""
-		for k, v := range args {
-			switch x := v.(type) {
+		for _, k := range slices.Sorted(maps.Keys(args)) {
+			switch x := args[k].(type) {
 			case jsonNumber:
 				if k == "start_line" || k == "end_line" || k == "line_number" || k == "line" {
 					add(string(x))
@@ -151,12 +153,11 @@ func elementLabel(s Snapshot, bid string) string {
 		if s.Input[i].Role != "user" {
 			continue
 		}
-		text := s.Input[i].Text()
-		j := strings.Index(text, needle)
-		if j < 0 {
+		line, ok := lineAfter(s.Input[i], needle, false)
+		if !ok {
 			continue
 		}
-		if m := bidRoleTag.FindStringSubmatch(text[j+len(needle):]); m != nil {
+		if m := bidRoleTag.FindStringSubmatch(line); m != nil {
 			if name := strings.TrimSpace(m[2]); len(name) >= 3 {
 				return name
 			}
@@ -168,15 +169,73 @@ func elementLabel(s Snapshot, bid string) string {
 
 // lastFileShown is the file SWE-agent last showed in the snapshot.
 func lastFileShown(s Snapshot) string {
+	const needle = "[File: "
 	for i := len(s.Input) - 1; i >= 0; i-- {
 		if s.Input[i].Role == "assistant" || s.Input[i].Role == "system" {
 			continue
 		}
-		if m := fileExpr.FindAllStringSubmatch(s.Input[i].Text(), -1); len(m) > 0 {
-			return m[len(m)-1][1]
+		if line, ok := lineAfter(s.Input[i], needle, true); ok {
+			if f := strings.Fields(line); len(f) > 0 {
+				return strings.TrimRight(f[0], "]")
+			}
 		}
 	}
 	return ""
+}
+
+// maxLineAfter bounds what lineAfter returns.
+const maxLineAfter = 300
+
+// lineAfter returns the text that follows the first (or last) occurrence
+// of needle
+// (ASCII, without characters JSON escapes) in the message's text, up to
+// the end of its line. It finds the needle in the raw JSON content and
+// decodes only that line, so the large observation texts of a snapshot
+// are not decoded as a whole; it falls back to decoding the whole text
+// when the raw bytes do not allow that.
+func lineAfter(m Message, needle string, last bool) (string, bool) {
+	raw := m.Content
+	j := bytes.Index(raw, []byte(needle))
+	if last {
+		j = bytes.LastIndex(raw, []byte(needle))
+	}
+	if j < 0 {
+		return "", false
+	}
+	seg := raw[j+len(needle) : min(len(raw), j+len(needle)+maxLineAfter)]
+	// The line ends at an escaped line break or at the end of the string.
+	for k := 0; k < len(seg); k++ {
+		if seg[k] == '"' {
+			seg = seg[:k]
+			break
+		}
+		if seg[k] == '\\' {
+			if k+1 < len(seg) && (seg[k+1] == 'n' || seg[k+1] == 'r') {
+				seg = seg[:k]
+				break
+			}
+			k++
+		}
+	}
+	if n := len(seg); n > 0 && seg[n-1] == '\\' && (n < 2 || seg[n-2] != '\\') {
+		seg = seg[:n-1]
+	}
+	if line, err := jsonString(append(append([]byte{'"'}, seg...), '"')); err == nil {
+		return line, true
+	}
+	text := m.Text()
+	k := strings.Index(text, needle)
+	if last {
+		k = strings.LastIndex(text, needle)
+	}
+	if k < 0 {
+		return "", false
+	}
+	line := text[k+len(needle):]
+	if e := strings.IndexAny(line, "\r\n"); e >= 0 {
+		line = line[:e]
+	}
+	return line, true
 }
 
 type compiledClaim struct {
