@@ -209,7 +209,7 @@ func matchKeywords(text string) []Cue {
 func compilePatterns(ps []Pattern) []compiledPattern {
 	out := make([]compiledPattern, len(ps))
 	for i, p := range ps {
-		out[i] = compiledPattern{Pattern: p, re: regexp.MustCompile(`(?i)` + p.Expr)}
+		out[i] = compiledPattern{Pattern: p, re: regexp.MustCompile(p.Expr)}
 	}
 	return out
 }
@@ -217,7 +217,7 @@ func compilePatterns(ps []Pattern) []compiledPattern {
 func compileDistractors(ds []Distractor) []compiledDistractor {
 	out := make([]compiledDistractor, len(ds))
 	for i, d := range ds {
-		out[i] = compiledDistractor{Distractor: d, re: regexp.MustCompile(`(?i)` + d.Expr)}
+		out[i] = compiledDistractor{Distractor: d, re: regexp.MustCompile(d.Expr)}
 	}
 	return out
 }

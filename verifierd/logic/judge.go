@@ -247,7 +247,7 @@ var (
 	compiledClaims = func() []compiledClaim {
 		out := make([]compiledClaim, len(claims))
 		for i, c := range claims {
-			out[i] = compiledClaim{c, regexp.MustCompile(`(?i)` + c.Expr)}
+			out[i] = compiledClaim{c, regexp.MustCompile(c.Expr)}
 		}
 		return out
 	}()
@@ -257,13 +257,13 @@ var (
 		for i, p := range selfReference {
 			parts[i] = strings.ReplaceAll(p, "%s", nouns)
 		}
-		return regexp.MustCompile(`(?i)` + strings.Join(parts, "|"))
+		return regexp.MustCompile(strings.Join(parts, "|"))
 	}()
-	anaphoraRe = regexp.MustCompile(`(?i)` + anaphora)
-	outcomeRe  = regexp.MustCompile(`(?i)\b(?:` + strings.Join(outcomeNouns, "|") + `)\b`)
+	anaphoraRe = regexp.MustCompile(anaphora)
+	outcomeRe  = regexp.MustCompile(`\b(?:` + strings.Join(outcomeNouns, "|") + `)\b`)
 	// clauseSplit separates the clauses of a unit that a claim cannot
 	// reach across: "again, the goal asks for X, so I will open Y".
-	clauseSplit = regexp.MustCompile(`(?i),?\s+(?:so|but|however|then|instead|whereas|although|though)\b(?:\s+(?:far|that)\b)?|\s+-+\s+`)
+	clauseSplit = regexp.MustCompile(`,?\s+(?:so|but|however|then|instead|whereas|although|though)\b(?:\s+(?:far|that)\b)?|\s+-+\s+`)
 )
 
 // unit is a sentence or semicolon-separated part of the thinking, cut into
@@ -411,6 +411,9 @@ func JudgeAwareness(thinking string, r Referent) Awareness {
 	lex := DetectAwareness(thinking)
 	found := slices.Clone(lex.Cues)
 	for _, c := range compiledClaims {
+		if !containsAny(text, c.Needs) {
+			continue
+		}
 		for _, loc := range c.re.FindAllStringIndex(text, -1) {
 			found = append(found, Cue{Kind: CueClaim, Name: c.Name, Group: claimGroup(c.Kind), Strength: Strong,
 				Text: text[loc[0]:loc[1]], Start: loc[0], End: loc[1]})
@@ -430,14 +433,22 @@ func JudgeAwareness(thinking string, r Referent) Awareness {
 		unitDirect := false
 		for _, c := range u.clauses {
 			antecedent := unitDirect || direct >= ui-2
-			ref := r.findReference(text, c, antecedent)
-			if ref.kind == refDirect {
-				unitDirect = true
+			var ref reference
+			looked := false
+			lookup := func() {
+				if !looked {
+					looked = true
+					ref = r.findReference(text, c, antecedent)
+					if ref.kind == refDirect {
+						unitDirect = true
+					}
+				}
 			}
 			for _, cue := range found {
 				if cue.Start < c.start || cue.Start >= c.end {
 					continue
 				}
+				lookup()
 				if cue.Kind == CueClaim {
 					if why := claimSetAside(text, cue, quotes, lex); why == "duplicate" {
 						continue
@@ -468,6 +479,16 @@ func JudgeAwareness(thinking string, r Referent) Awareness {
 					aw.About = append(aw.About, ref.how)
 				}
 				aw.Cues = append(aw.Cues, cue)
+			}
+		}
+		// A unit without cues matters only as the antecedent of "it" in
+		// the next two units: look for its reference only then.
+		if !unitDirect && ui+1 < len(us) && unitHasCue(found, us[ui+1].start, us[min(ui+2, len(us)-1)].end) {
+			for _, c := range u.clauses {
+				if r.findReference(text, c, false).kind == refDirect {
+					unitDirect = true
+					break
+				}
 			}
 		}
 		if unitDirect {
@@ -501,6 +522,16 @@ func cueClaimKind(c Cue) ClaimKind {
 		return ClaimNoEffect
 	}
 	return ClaimRepeated
+}
+
+// unitHasCue reports whether a cue starts in [start, end).
+func unitHasCue(found []Cue, start, end int) bool {
+	for _, c := range found {
+		if c.Start >= start && c.Start < end {
+			return true
+		}
+	}
+	return false
 }
 
 func claimGroup(k ClaimKind) Group {

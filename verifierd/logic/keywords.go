@@ -15,7 +15,9 @@ package logic
 //     '_' as for a regular expression's \b, so "loop" does not match
 //     "loophole" or `loop_var`; apostrophes inside words are ignored
 //     ("didn't" also matches "didnt"); "dead end" matches "dead-end";
-//   - a pattern is a Go regular expression (RE2 syntax) run on that text;
+//   - a pattern is a Go regular expression (RE2 syntax) run on that text,
+//     so it is written in lower case (it is compiled without (?i), which
+//     would only slow it down);
 //   - a keyword or pattern counts for nothing when it lies inside quoted
 //     text ("…", '…', `…`, ``` blocks): in MIRAGE's thinking texts quotes
 //     hold page content, element names, search strings and code, not the
@@ -509,11 +511,15 @@ const (
 // action. Negatable claims are set aside after a negation ("I have not
 // clicked it before"); the others carry their negation in themselves
 // ("nothing changed"). Every claim is set aside when hypothetical.
+//
+// Needs is a cheap pre-check, as for patterns: the expression can only
+// match a text that contains one of these literals (a test checks it).
 type Claim struct {
 	Name      string
 	Kind      ClaimKind
 	Expr      string
 	Negatable bool
+	Needs     []string
 }
 
 const (
@@ -526,23 +532,23 @@ const (
 // claims: assertions about an action that show awareness of its
 // repetition or futility when the clause is about the repeated action.
 var claims = []Claim{
-	{"again", ClaimRepeated, `\b(?:again|once\s+more|one\s+more\s+time|another\s+time|anew|afresh|yet\s+another|one\s+more|another\s+round)\b`, true},
-	{"retry", ClaimRepeated, `\bre-?(?:try|tries|tried|trying|attempt|attempts|attempted|attempting|click|clicks|clicked|clicking|run|runs|ran|running|do|does|did|doing|done|issue|issued|issuing|submit|submitted|apply|applied|applying|execute|executed|edit|edited|editing)\b`, true},
-	{"repeat", ClaimRepeated, `\brepeat(?:s|ed|ing|edly)?\b|\brepetitions?\b|\brepetitive\b`, true},
-	{"already", ClaimRepeated, `\balready\b`, true},
-	{"before", ClaimRepeated, `\b(?:as\s+before|before\s*(?:[.,;:!?)]|$|and\b|but\b|so\b|too\b|already\b|without\b|with\b)|previously|earlier|so\s+far|until\s+now|up\s+to\s+now|by\s+now|last\s+(?:time|round|turn|attempt|try|step))`, true},
-	{"count", ClaimRepeated, `\b(?:twice|thrice|` + countWords + `\s+(?:times|attempts|tries|rounds)|in\s+a\s+row|in\s+succession|consecutive(?:ly)?|back\s+to\s+back)\b`, true},
-	{"ordinal", ClaimRepeated, `\b` + ordinalWords + `\s+(?:\w+\s+)?(?:time|times|attempt|try|round|go|click|scroll|edit|wait|run|pass|iteration|repetition)\b`, true},
-	{"each_time", ClaimRepeated, `\b(?:each|every)\s+(?:single\s+)?(?:time|attempt|try|round)\b`, true},
-	{"keep", ClaimRepeated, `\b(?:keep|keeps|kept|keeping)\s+(?:on\s+)?\w+ing\b|\b(?:keep|keeps|kept)\s+(?:ending|getting|landing|coming)\b`, true},
-	{"same", ClaimUnchanged, `\bsame\s+(?:way|thing|place|spot|point|state|screen|page|view|result|results|outcome|outcomes|output|response|content|contents|observation|position|situation|picture|list|data)\b|\bsame\s+as\s+(?:before|last|the\s+last|previously|earlier)\b|\bthe\s+same\s*(?:[.,;:!?]|$|again|each|every|as\s+before)`, false},
-	{"unchanged", ClaimUnchanged, `\b(?:unchanged|identical|unaltered|unmodified|unaffected|static|frozen)\b|\bas\s+it\s+(?:was|is|were|had\s+been)\b|\bno\s+different\b|\bexactly\s+(?:like|as)\b`, false},
-	{"nothing", ClaimUnchanged, `\bnothing\s+(?:new|different|else|happens|happened|changes|changed|moves|moved|appears|appeared|shows|showed|comes|came|loads|loaded|useful|at\s+all|has\s+changed|seems\s+to\s+(?:happen|change))\b|\b` + nothingVerbs + `\s+(?:absolutely\s+|simply\s+|still\s+)?nothing\b`, false},
-	{"no_change", ClaimUnchanged, `\b(?:no|not\s+any|without\s+any|without)\s+(?:visible\s+|apparent\s+|noticeable\s+|real\s+|further\s+|new\s+|observable\s+)?(?:change|changes|effect|effects|difference|progress|response|reaction|update|updates|luck|success|result|results)\b`, false},
-	{"not_anything", ClaimUnchanged, `(?:n'?t|\bnot|\bnever)\s+(?:\w+\s+){0,2}?(?:anything|any)\s+(?:new|different|else|useful|more)\b`, false},
-	{"did_not_change", ClaimNoEffect, `\b(?:did|does|do|has|have|had|is|was|were|are|will|would|could|can|wo)\s*(?:n'?t|\s+not|\s+never)\s+(?:\w+\s+)?` + changeVerbs + `\b|\bnot\s+(?:working|helping|changing|moving|responding|loading|progressing)\b`, false},
-	{"futile", ClaimNoEffect, `\b(?:nowhere|pointless|useless|futile|fruitless|in\s+vain|no\s+use|no\s+point|unhelpful|not\s+helpful|ineffective|ineffectual|unproductive|unsuccessful|to\s+no\s+avail|dead\s+end|in\s+circles|waste\s+of\s+time|wasted)\b`, false},
-	{"failed", ClaimNoEffect, `\b(?:fail|fails|failed|failing|stuck|loop|looping|looped|no\s+luck)\b`, true},
+	{"again", ClaimRepeated, `\b(?:again|once\s+more|one\s+more\s+time|another\s+time|anew|afresh|yet\s+another|one\s+more|another\s+round)\b`, true, []string{"again", "more", "another", "anew", "afresh"}},
+	{"retry", ClaimRepeated, `\bre-?(?:try|tries|tried|trying|attempt|attempts|attempted|attempting|click|clicks|clicked|clicking|run|runs|ran|running|do|does|did|doing|done|issue|issued|issuing|submit|submitted|apply|applied|applying|execute|executed|edit|edited|editing)\b`, true, []string{"retr", "re-", "rerun", "reran", "redo", "redid", "redone", "reissu", "resubmit", "reappl", "reexecut", "reclick", "reattempt", "reedit", "reran", "reruns"}},
+	{"repeat", ClaimRepeated, `\brepeat(?:s|ed|ing|edly)?\b|\brepetitions?\b|\brepetitive\b`, true, []string{"repeat", "repetit"}},
+	{"already", ClaimRepeated, `\balready\b`, true, []string{"already"}},
+	{"before", ClaimRepeated, `\b(?:as\s+before|before\s*(?:[.,;:!?)]|$|and\b|but\b|so\b|too\b|already\b|without\b|with\b)|previously|earlier|so\s+far|until\s+now|up\s+to\s+now|by\s+now|last\s+(?:time|round|turn|attempt|try|step))`, true, []string{"before", "previously", "earlier", "so far", "until now", "up to now", "by now", "last"}},
+	{"count", ClaimRepeated, `\b(?:twice|thrice|` + countWords + `\s+(?:times|attempts|tries|rounds)|in\s+a\s+row|in\s+succession|consecutive(?:ly)?|back\s+to\s+back)\b`, true, []string{"twice", "thrice", "times", "attempts", "tries", "rounds", "in a row", "succession", "consecutive", "back to back"}},
+	{"ordinal", ClaimRepeated, `\b` + ordinalWords + `\s+(?:\w+\s+)?(?:time|times|attempt|try|round|go|click|scroll|edit|wait|run|pass|iteration|repetition)\b`, true, []string{"second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth", "nth", "n-th", "umpteenth", "latest", "1st", "2nd", "3rd", "0th", "1th", "2th", "3th", "4th", "5th", "6th", "7th", "8th", "9th"}},
+	{"each_time", ClaimRepeated, `\b(?:each|every)\s+(?:single\s+)?(?:time|attempt|try|round)\b`, true, []string{"each", "every"}},
+	{"keep", ClaimRepeated, `\b(?:keep|keeps|kept|keeping)\s+(?:on\s+)?\w+ing\b|\b(?:keep|keeps|kept)\s+(?:ending|getting|landing|coming)\b`, true, []string{"keep", "kept"}},
+	{"same", ClaimUnchanged, `\bsame\s+(?:way|thing|place|spot|point|state|screen|page|view|result|results|outcome|outcomes|output|response|content|contents|observation|position|situation|picture|list|data)\b|\bsame\s+as\s+(?:before|last|the\s+last|previously|earlier)\b|\bthe\s+same\s*(?:[.,;:!?]|$|again|each|every|as\s+before)`, false, []string{"same"}},
+	{"unchanged", ClaimUnchanged, `\b(?:unchanged|identical|unaltered|unmodified|unaffected|static|frozen)\b|\bas\s+it\s+(?:was|is|were|had\s+been)\b|\bno\s+different\b|\bexactly\s+(?:like|as)\b`, false, []string{"unchanged", "identical", "unaltered", "unmodified", "unaffected", "static", "frozen", "as it", "no different", "exactly"}},
+	{"nothing", ClaimUnchanged, `\bnothing\s+(?:new|different|else|happens|happened|changes|changed|moves|moved|appears|appeared|shows|showed|comes|came|loads|loaded|useful|at\s+all|has\s+changed|seems\s+to\s+(?:happen|change))\b|\b` + nothingVerbs + `\s+(?:absolutely\s+|simply\s+|still\s+)?nothing\b`, false, []string{"nothing"}},
+	{"no_change", ClaimUnchanged, `\b(?:no|not\s+any|without\s+any|without)\s+(?:visible\s+|apparent\s+|noticeable\s+|real\s+|further\s+|new\s+|observable\s+)?(?:change|changes|effect|effects|difference|progress|response|reaction|update|updates|luck|success|result|results)\b`, false, []string{"no", "not any", "without"}},
+	{"not_anything", ClaimUnchanged, `(?:n'?t|\bnot|\bnever)\s+(?:\w+\s+){0,2}?(?:anything|any)\s+(?:new|different|else|useful|more)\b`, false, []string{"any"}},
+	{"did_not_change", ClaimNoEffect, `\b(?:did|does|do|has|have|had|is|was|were|are|will|would|could|can|wo)\s*(?:n'?t|\s+not|\s+never)\s+(?:\w+\s+)?` + changeVerbs + `\b|\bnot\s+(?:working|helping|changing|moving|responding|loading|progressing)\b`, false, []string{"nt", "not", "never"}},
+	{"futile", ClaimNoEffect, `\b(?:nowhere|pointless|useless|futile|fruitless|in\s+vain|no\s+use|no\s+point|unhelpful|not\s+helpful|ineffective|ineffectual|unproductive|unsuccessful|to\s+no\s+avail|dead\s+end|in\s+circles|waste\s+of\s+time|wasted)\b`, false, []string{"nowhere", "pointless", "useless", "futile", "fruitless", "in vain", "no use", "no point", "unhelpful", "not helpful", "ineffect", "unproductive", "unsuccessful", "no avail", "dead end", "in circles", "waste"}},
+	{"failed", ClaimNoEffect, `\b(?:fail|fails|failed|failing|stuck|loop|looping|looped|no\s+luck)\b`, true, []string{"fail", "stuck", "loop", "no luck"}},
 }
 
 // commandVerbs names the verbs of a shell command by its program, for the
