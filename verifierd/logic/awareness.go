@@ -383,8 +383,11 @@ func clauseWordsBefore(text string, i int) []string {
 
 // negationIn returns the negation among the last negationWindow words, if
 // no negation stopper comes between it and the cue.
-func negationIn(words []string) string {
-	for k, n := len(words)-1, 0; k >= 0 && n < negationWindow; k, n = k-1, n+1 {
+func negationIn(words []string) string { return negationWithin(words, negationWindow) }
+
+// negationWithin is negationIn with another window.
+func negationWithin(words []string, window int) string {
+	for k, n := len(words)-1, 0; k >= 0 && n < window; k, n = k-1, n+1 {
 		w := strings.Trim(words[k], "'")
 		if stopperSet[w] {
 			return ""

@@ -573,7 +573,7 @@ func claimSetAside(text string, c Cue, quotes []span, lex Awareness) string {
 		}
 	}
 	if negatable {
-		if w := negationIn(before); w != "" {
+		if w := negationWithin(before, claimNegationWindow); w != "" {
 			return fmt.Sprintf("negated by %q", w)
 		}
 	}

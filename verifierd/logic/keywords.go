@@ -381,8 +381,12 @@ var clauseBreakers = []string{
 }
 
 const (
-	negationWindow     = 3
-	hypotheticalWindow = 6
+	negationWindow = 3
+	// claimNegationWindow is negationWindow for the claims of the
+	// reference judgement, which often stand after the action's words
+	// ("I have not clicked element 12 before").
+	claimNegationWindow = 6
+	hypotheticalWindow  = 6
 )
 
 // Keywords returns a copy of the awareness keywords.
@@ -546,7 +550,7 @@ var claims = []Claim{
 	{"nothing", ClaimUnchanged, `\bnothing\s+(?:new|different|else|happens|happened|changes|changed|moves|moved|appears|appeared|shows|showed|comes|came|loads|loaded|useful|at\s+all|has\s+changed|seems\s+to\s+(?:happen|change))\b|\b` + nothingVerbs + `\s+(?:absolutely\s+|simply\s+|still\s+)?nothing\b`, false, []string{"nothing"}},
 	{"no_change", ClaimUnchanged, `\b(?:no|not\s+any|without\s+any|without)\s+(?:visible\s+|apparent\s+|noticeable\s+|real\s+|further\s+|new\s+|observable\s+)?(?:change|changes|effect|effects|difference|progress|response|reaction|update|updates|luck|success|result|results)\b`, false, []string{"no", "not any", "without"}},
 	{"not_anything", ClaimUnchanged, `(?:n'?t|\bnot|\bnever)\s+(?:\w+\s+){0,2}?(?:anything|any)\s+(?:new|different|else|useful|more)\b`, false, []string{"any"}},
-	{"did_not_change", ClaimNoEffect, `\b(?:did|does|do|has|have|had|is|was|were|are|will|would|could|can|wo)\s*(?:n'?t|\s+not|\s+never)\s+(?:\w+\s+)?` + changeVerbs + `\b|\bnot\s+(?:working|helping|changing|moving|responding|loading|progressing)\b`, false, []string{"nt", "not", "never"}},
+	{"did_not_change", ClaimNoEffect, `\b(?:did|does|do|has|have|had|is|was|were|are|will|would|could|can|wo)\s*(?:n'?t|\s+not|\s+never)\s+(?:\w+\s+)?` + changeVerbs + `\b|\bnot\s+(?:working|helping|changing|moving|responding|loading|progressing)\b`, false, []string{"nt", "n't", "not", "never"}},
 	{"futile", ClaimNoEffect, `\b(?:nowhere|pointless|useless|futile|fruitless|in\s+vain|no\s+use|no\s+point|unhelpful|not\s+helpful|ineffective|ineffectual|unproductive|unsuccessful|to\s+no\s+avail|dead\s+end|in\s+circles|waste\s+of\s+time|wasted)\b`, false, []string{"nowhere", "pointless", "useless", "futile", "fruitless", "in vain", "no use", "no point", "unhelpful", "not helpful", "ineffect", "unproductive", "unsuccessful", "no avail", "dead end", "in circles", "waste"}},
 	{"failed", ClaimNoEffect, `\b(?:fail|fails|failed|failing|stuck|loop|looping|looped|no\s+luck)\b`, true, []string{"fail", "stuck", "loop", "no luck"}},
 }
