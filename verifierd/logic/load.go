@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"iter"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Errors of LoadFile and ParseFile; the returned errors wrap one of them.
@@ -334,13 +336,55 @@ func Check(e Entry) Line {
 
 // Lines walks paths and verifies each file: the offline verifier's
 // output, one Line per file, in Walk's order, computed by Workers
-// goroutines.
+// goroutines. Unlike Checked it keeps no file: each is read into a
+// reused buffer, verified, and the buffer goes back to the pool (a Line
+// holds no reference to the file's bytes), so the run allocates little
+// beyond its output.
 func Lines(paths []string) iter.Seq[Line] {
-	return func(yield func(Line) bool) {
-		for _, l := range Checked(paths) {
-			if !yield(l) {
-				return
-			}
+	return ordered(walkJobs(paths), func(e Entry) Line {
+		if e.Err != nil {
+			return Check(e)
+		}
+		buf := bufPool.Get().(*[]byte)
+		defer bufPool.Put(buf)
+		var err error
+		*buf, err = readInto(e.Path, (*buf)[:0])
+		if err != nil {
+			return Check(Entry{Path: e.Path, Err: err})
+		}
+		f, err := ParseFile(*buf)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", e.Path, err)
+		}
+		return Check(Entry{Path: e.Path, File: f, Err: err})
+	})
+}
+
+// bufPool holds the read buffers of Lines.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 128<<10); return &b }}
+
+// readInto reads the file at path into buf (grown as needed), with the
+// errors of os.ReadFile.
+func readInto(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && int(info.Size())+1 > cap(buf) {
+		buf = make([]byte, 0, int(info.Size())+512)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err // a *fs.PathError, as from os.ReadFile
 		}
 	}
 }
