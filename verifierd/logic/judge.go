@@ -34,10 +34,6 @@ var (
 	bidRoleTag = regexp.MustCompile(`^\s*([A-Za-z]+)\s+'([^'\n]{0,80})'`)
 )
 
-// bidFunctions are BrowserGym functions whose first argument is an
-// element id.
-var bidFunctions = []string{"click", "dblclick", "hover", "fill", "press", "select_option", "focus", "clear", "check", "uncheck", "upload_file"}
-
 // NewReferent extracts the verb and targets of the reference action; the
 // snapshot's messages give the label of a clicked element (the
 // accessibility tree line "[12] button 'Save'") and the file an edit
@@ -263,7 +259,7 @@ var (
 	outcomeRe  = regexp.MustCompile(`\b(?:` + strings.Join(outcomeNouns, "|") + `)\b`)
 	// clauseSplit separates the clauses of a unit that a claim cannot
 	// reach across: "again, the goal asks for X, so I will open Y".
-	clauseSplit = regexp.MustCompile(`,?\s+(?:so|but|however|then|instead|whereas|although|though)\b(?:\s+(?:far|that)\b)?|\s+-+\s+`)
+	clauseSplit = regexp.MustCompile(`,?\s+(?:` + strings.Join(clauseSplitters, "|") + `)\b(?:\s+(?:far|that)\b)?|\s+-+\s+`)
 )
 
 // unit is a sentence or semicolon-separated part of the thinking, cut into
@@ -287,7 +283,7 @@ func units(text string) []unit {
 		cs := start
 		for _, loc := range clauseSplit.FindAllStringIndex(text[start:end], -1) {
 			// "so far" and "so that" are no clause break.
-			if m := text[start+loc[0] : start+loc[1]]; strings.HasSuffix(m, " far") {
+			if m := text[start+loc[0] : start+loc[1]]; strings.HasSuffix(m, " far") || strings.HasSuffix(m, " that") {
 				continue
 			}
 			u.clauses = append(u.clauses, span{cs, start + loc[0]})

@@ -579,3 +579,12 @@ var commandVerbs = map[string][]string{
 	"make":    {"build", "built", "building", "make", "run", "ran", "running"},
 	"go":      {"build", "built", "building", "run", "ran", "running", "test", "tested", "testing"},
 }
+
+// clauseSplitters cut a sentence into the clauses a claim cannot reach
+// across ("again, the goal asks for X, so I will open Y"); "so far" and
+// "so that" do not cut.
+var clauseSplitters = []string{"so", "but", "however", "then", "instead", "whereas", "although", "though"}
+
+// bidFunctions are BrowserGym functions whose first argument is an
+// element id, whose label the accessibility tree gives.
+var bidFunctions = []string{"click", "dblclick", "hover", "fill", "press", "select_option", "focus", "clear", "check", "uncheck", "upload_file"}

@@ -20,7 +20,9 @@ const (
 //   - the same action scores thinking_eval 0 and action_eval 0, whatever
 //     the thinking says;
 //   - a different action scores action_eval 1 and thinking_eval 2 when
-//     DetectAwareness finds a cue in the thinking, 1 when it finds none;
+//     JudgeAwareness finds that the thinking speaks of the repeated action
+//     (NewReferent: its verb and targets) as repeated or without effect, 1
+//     when it does not;
 //   - with no reference action (nothing to compare), or no action at all,
 //     the thinking alone decides between 1 and 2 and action_eval is 1.
 //
