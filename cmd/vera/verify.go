@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,13 +85,28 @@ utility score (2→1, 1→0.5, 0→0) per setting and scenario.`,
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(w)
+			// Lines are buffered (one write per 64 KiB, not per file);
+			// with --hybrid each is flushed as soon as the judge decided.
+			bw := bufio.NewWriterSize(w, 64<<10)
+			enc := json.NewEncoder(bw)
 			enc.SetEscapeHTML(false)
 			var lines []logic.Line
 			failed := 0
 			prog := newProgress(g.stderr)
-			for e := range logic.Walk(paths) {
-				line := logic.Check(e)
+			// Checked and Lines read, decode and verify the files on every
+			// core and yield them in order; Lines, which keeps no file,
+			// is enough without the judge.
+			checked := logic.Checked(paths)
+			if h == nil {
+				checked = func(yield func(logic.Entry, logic.Line) bool) {
+					for l := range logic.Lines(paths) {
+						if !yield(logic.Entry{}, l) {
+							return
+						}
+					}
+				}
+			}
+			for e, line := range checked {
 				if h != nil && line.Error == "" {
 					v, err := h.Verify(ctx, e.File)
 					if err != nil {
@@ -106,10 +122,20 @@ utility score (2→1, 1→0.5, 0→0) per setting and scenario.`,
 					abort()
 					return err
 				}
+				if h != nil {
+					if err := bw.Flush(); err != nil {
+						abort()
+						return err
+					}
+				}
 				lines = append(lines, line)
 				prog.update("%d files, %d errors", len(lines), failed)
 			}
 			prog.done()
+			if err := bw.Flush(); err != nil {
+				abort()
+				return err
+			}
 			if err := commit(); err != nil {
 				return err
 			}

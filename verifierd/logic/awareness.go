@@ -31,16 +31,22 @@ type Cue struct {
 // ID names the cue in matched_keywords: the keyword phrase, or
 // "pattern:" and the pattern's name.
 func (c Cue) ID() string {
-	if c.Kind == CuePattern {
+	switch c.Kind {
+	case CuePattern:
 		return "pattern:" + c.Name
+	case CueClaim:
+		return "claim:" + c.Name
 	}
 	return c.Name
 }
 
 // Label describes the cue for thinking_eval_reason.
 func (c Cue) Label() string {
-	if c.Kind == CuePattern {
+	switch c.Kind {
+	case CuePattern:
 		return fmt.Sprintf("pattern %s (%q)", c.Name, clip(c.Text, 70))
+	case CueClaim:
+		return fmt.Sprintf("claim %s (%q)", c.Name, clip(c.Text, 70))
 	}
 	return fmt.Sprintf("%q", c.Name)
 }
@@ -55,6 +61,9 @@ type SetAside struct {
 type Awareness struct {
 	Cues     []Cue      // the cues that count, in text order
 	SetAside []SetAside // cues found but not counted, in text order
+	// About says how the counted cues refer to the repeated action (set
+	// by JudgeAwareness): `verb "clicking"`, `target "12"`, ….
+	About []string
 }
 
 // Aware reports whether any cue counts.
@@ -200,7 +209,7 @@ func matchKeywords(text string) []Cue {
 func compilePatterns(ps []Pattern) []compiledPattern {
 	out := make([]compiledPattern, len(ps))
 	for i, p := range ps {
-		out[i] = compiledPattern{Pattern: p, re: regexp.MustCompile(`(?i)` + p.Expr)}
+		out[i] = compiledPattern{Pattern: p, re: regexp.MustCompile(p.Expr)}
 	}
 	return out
 }
@@ -208,7 +217,7 @@ func compilePatterns(ps []Pattern) []compiledPattern {
 func compileDistractors(ds []Distractor) []compiledDistractor {
 	out := make([]compiledDistractor, len(ds))
 	for i, d := range ds {
-		out[i] = compiledDistractor{Distractor: d, re: regexp.MustCompile(`(?i)` + d.Expr)}
+		out[i] = compiledDistractor{Distractor: d, re: regexp.MustCompile(d.Expr)}
 	}
 	return out
 }
@@ -374,8 +383,11 @@ func clauseWordsBefore(text string, i int) []string {
 
 // negationIn returns the negation among the last negationWindow words, if
 // no negation stopper comes between it and the cue.
-func negationIn(words []string) string {
-	for k, n := len(words)-1, 0; k >= 0 && n < negationWindow; k, n = k-1, n+1 {
+func negationIn(words []string) string { return negationWithin(words, negationWindow) }
+
+// negationWithin is negationIn with another window.
+func negationWithin(words []string, window int) string {
+	for k, n := len(words)-1, 0; k >= 0 && n < window; k, n = k-1, n+1 {
 		w := strings.Trim(words[k], "'")
 		if stopperSet[w] {
 			return ""

@@ -48,17 +48,61 @@
 //   - a list of one element equals that element, so MIRAGE's SWE-bench
 //     action (a list of tool calls) equals its repetitive_action (one call).
 //
-// # Awareness
+// # Awareness: a judgement about reference
 //
-// DetectAwareness looks for the keywords and regular-expression patterns
-// listed in keywords.go (the single place where the lists live and are
-// documented), at word boundaries and ignoring case, after folding
-// typographic apostrophes and quotes to ASCII. A phrase does not count when
-// it is negated a few words before ("I haven't tried", "not stuck"), when
-// it is hypothetical ("if that fails"), when it sits inside quoted page or
-// code content ("the "Failed jobs" tab", `loop_var`), or when it is used
-// in another sense (a "for loop", "alt text", the "Change" application,
-// "the test failed").
+// The thinking is aware when it says that the agent's own earlier action
+// was repeated or had no effect, and not when the same words are about
+// something else. JudgeAwareness (judge.go) decides it in three steps.
+//
+// What the thinking may refer to. NewReferent takes the reference action
+// (repetitive_action, or the one inferred from the history) and extracts
+// its verb and targets: click('12') gives the verb forms click, clicked,
+// clicking… and the targets 12 and the element's label, read from the
+// accessibility-tree line "[12] button 'Load more'" of the snapshot's last
+// observation; fill adds the typed text, goto the URL, scroll its amount,
+// noop the verb wait; an SWE-agent edit gives edit, its line numbers and
+// the file SWE-agent last showed ("[File: …]"); a shell command gives the
+// verbs of its program (ls: list, listing…) and the paths it names.
+//
+// What the thinking says. The keywords and patterns of DetectAwareness
+// (the spec's vocabulary, with its negation, hypothesis, quotation and
+// distractor checks, unchanged) and the claims of keywords.go: that the
+// action was repeated ("again", "the fourth time", "in a row", "already",
+// "before"), had no effect ("does nothing", "gets me nowhere", "has not
+// revealed anything new") or left its outcome unchanged ("identical",
+// "still the same", "as it was"). Claims are set aside when quoted,
+// hypothetical ("if clicking 12 does nothing") or, for those of
+// repetition, negated within six words ("I have not clicked 12 before").
+//
+// Whether it says it about the action. The thinking is cut into
+// sentences and those into clauses (at "so", "but", "however", …). A cue
+// counts only in a clause that refers to the repeated action: by its verb
+// or a target, by the agent's own acting ("my attempts", "I have tried",
+// "the same click", "I'm"), or by "it", "this", "doing so" when the
+// clause or one of the two sentences before names the action. A claim that
+// the outcome is unchanged may refer to the action through its outcome
+// ("the page is unchanged", "the output stayed the same"), and a failure
+// or unchanged claim through an earlier clause of its sentence ("I
+// clicked 12, and there was no change"). Everything else is set aside,
+// "not about the repeated action": the page's alternative address, the
+// customer who tried twice, the parser stuck in a loop. Seeking an
+// alternative ("a different approach") never decides alone; it is listed
+// when the thinking is aware for another reason.
+//
+// thinking_eval_reason lists the counted cues, how they name the action
+// (`verb "clicking"`, `target "12"`, `"it" pointing at it`, `its outcome
+// "page"`) and what was set aside and why. matched_keywords lists the
+// counted keywords, "pattern:" names and "claim:" names. A verdict whose
+// counted cues are all weak ("previously", "failed"), or whose only cues
+// were set aside, has low confidence.
+//
+// The judgement is measured on generated results (casegen_test.go): six
+// kinds of case on each of the 194 MIRAGE snapshots with a
+// repetitive_action, with thinking texts from two separately written
+// template pools filled with the snapshot's own verb and target. The dev
+// pool drives the unit tests; the held-out pool is only measured
+// (go test -run TestHeldOut -v), and the test fails below 97 % overall or
+// 90 % for any kind.
 //
 // # Snapshots without a repetitive_action
 //
@@ -90,11 +134,29 @@
 // loop. ParseStepAction and NormalizeShellCommand (stepaction.go,
 // shell.go) give agent actions the canonical form Action.Equal compares.
 //
-// # Files
+// # Files and speed
 //
 // LoadFile reads one MIRAGE inference-result file (a snapshot plus
 // result{model, completion, thinking, action, good_format, parse_error}),
 // Walk expands files and folders into such files, Check turns one into
-// the JSON line the offline command writes, and Summarize computes MIRAGE's
-// hallucination rate and utility score per setting and scenario.
+// the JSON line the offline command writes, Lines and Checked do both
+// for a whole set of paths, and Summarize computes MIRAGE's hallucination
+// rate and utility score per setting and scenario.
+//
+// A result file is about 90 KB, nearly all of it observations the
+// verifier does not read. ParseFile walks the JSON structure (scan.go:
+// strings skipped with bytes.IndexByte, brackets counted) and decodes only
+// task_name, repetitive_action, the result and each message's role; the
+// message contents stay raw sub-slices of the file, and NewReferent
+// decodes just the one line it needs of them (the element's tree line,
+// the "[File: …]" line). A file the scan does not accept goes to
+// encoding/json, whose errors name the line and column. The structural
+// scan decodes about ten times faster than encoding/json into the struct
+// and than a json.Decoder token walk (BenchmarkDecode). Lines and Checked
+// load and verify on Workers goroutines (every core), at most a few files
+// per worker ahead of the consumer, and yield in the walk's order; Lines
+// reads into pooled buffers, since a Line keeps nothing of the file.
+// BenchmarkVerifyFiles reports the verifier's time over the 1,164
+// held-out files as a multiple of a raw read of the same files
+// (x_raw_read).
 package logic

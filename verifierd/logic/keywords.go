@@ -15,7 +15,9 @@ package logic
 //     '_' as for a regular expression's \b, so "loop" does not match
 //     "loophole" or `loop_var`; apostrophes inside words are ignored
 //     ("didn't" also matches "didnt"); "dead end" matches "dead-end";
-//   - a pattern is a Go regular expression (RE2 syntax) run on that text;
+//   - a pattern is a Go regular expression (RE2 syntax) run on that text,
+//     so it is written in lower case (it is compiled without (?i), which
+//     would only slow it down);
 //   - a keyword or pattern counts for nothing when it lies inside quoted
 //     text ("…", '…', `…`, ``` blocks): in MIRAGE's thinking texts quotes
 //     hold page content, element names, search strings and code, not the
@@ -379,8 +381,12 @@ var clauseBreakers = []string{
 }
 
 const (
-	negationWindow     = 3
-	hypotheticalWindow = 6
+	negationWindow = 3
+	// claimNegationWindow is negationWindow for the claims of the
+	// reference judgement, which often stand after the action's words
+	// ("I have not clicked element 12 before").
+	claimNegationWindow = 6
+	hypotheticalWindow  = 6
 )
 
 // Keywords returns a copy of the awareness keywords.
@@ -398,3 +404,187 @@ func Distractors() []Distractor {
 	}
 	return out
 }
+
+// # The reference judgement's vocabulary
+//
+// JudgeAwareness (judge.go) decides whether the thinking speaks about the
+// agent's own repeated action. It needs to know how a thinking names an
+// action (actionVerbs, actionNouns, selfReference, anaphora, outcomeNouns)
+// and which claims about an action are awareness when they are about it
+// (claims). A claim is awareness only in a clause that refers to the
+// repeated action; the same words about the page, the task, another
+// person or a hypothetical do not count.
+
+// actionVerbs lists the word forms (lower case, words separated by single
+// spaces) by which a thinking names an action, by the action's function
+// name: BrowserGym's click('12'), pyautogui.click(…), SWE-agent's tools.
+// "_default" applies to any other function.
+var actionVerbs = map[string][]string{
+	"click":          {"click", "clicks", "clicked", "clicking", "tap", "tapped", "tapping", "click on", "clicking on"},
+	"dblclick":       {"double click", "double clicked", "double clicking", "click", "clicked", "clicking"},
+	"doubleclick":    {"double click", "double clicked", "double clicking", "click", "clicked", "clicking"},
+	"rightclick":     {"right click", "right clicked", "right clicking"},
+	"hover":          {"hover", "hovered", "hovering"},
+	"fill":           {"fill", "fills", "filled", "filling", "type", "typed", "typing", "enter", "entered", "entering"},
+	"type":           {"type", "typed", "typing", "enter", "entered", "entering"},
+	"typewrite":      {"type", "typed", "typing", "write", "wrote", "writing"},
+	"write":          {"type", "typed", "typing", "write", "wrote", "writing"},
+	"press":          {"press", "pressed", "pressing", "key press", "keypress", "hit", "hitting"},
+	"keyboard_press": {"press", "pressed", "pressing", "key press", "keypress"},
+	"hotkey":         {"press", "pressed", "pressing", "hotkey", "shortcut"},
+	"select_option":  {"select", "selected", "selecting", "choose", "chose", "choosing"},
+	"scroll":         {"scroll", "scrolls", "scrolled", "scrolling"},
+	"scroll_down":    {"scroll", "scrolls", "scrolled", "scrolling"},
+	"scroll_up":      {"scroll", "scrolls", "scrolled", "scrolling"},
+	"noop":           {"noop", "wait", "waits", "waited", "waiting", "pause", "paused", "pausing"},
+	"wait":           {"wait", "waits", "waited", "waiting", "pause", "paused", "pausing"},
+	"go_back":        {"go_back", "go back", "goes back", "going back", "went back", "gone back", "navigate back", "navigating back", "navigated back", "back navigation", "back button"},
+	"go_forward":     {"go_forward", "go forward", "going forward", "went forward", "navigate forward"},
+	"goto":           {"goto", "go to", "going to", "went to", "navigate", "navigated", "navigating", "navigation", "open", "opened", "opening", "visit", "visited", "visiting", "load", "loaded", "loading"},
+	"open":           {"open", "opened", "opening"},
+	"edit":           {"edit", "edits", "edited", "editing", "re edit", "re edited"},
+	"create":         {"create", "created", "creating"},
+	"search_file":    {"search", "searched", "searching"},
+	"search_dir":     {"search", "searched", "searching"},
+	"find_file":      {"find", "found", "finding", "search", "searched", "searching"},
+	"submit":         {"submit", "submitted", "submitting"},
+	"bash":           {"run", "ran", "running", "execute", "executed", "executing"},
+	"_default":       {"run", "ran", "running", "execute", "executed", "executing"},
+}
+
+// actionNouns are nouns that name an action of the agent when a
+// determiner points them at it: "this action", "the same click", "my
+// attempts".
+var actionNouns = []string{
+	"action", "actions", "step", "steps", "attempt", "attempts", "try", "tries",
+	"effort", "efforts", "move", "moves", "operation", "operations", "command",
+	"commands", "call", "calls", "click", "clicks", "edit", "edits", "scroll",
+	"scrolls", "wait", "waits", "thing", "approach", "strategy", "request",
+	"query", "search", "fix", "patch", "change", "input", "navigation",
+}
+
+// Building blocks of the reference expressions.
+const (
+	firstPerson = `(?:i|we)`
+	// pointer determiners: what points an action noun at an earlier action.
+	pointer = `(?:the\s+(?:same|last|previous|prior|earlier|identical)|this|that|these|those|previous|prior|earlier|last|my|our|my\s+(?:last|previous|earlier|prior)|each|every|another|one\s+more|yet\s+another|any\s+more|further)`
+)
+
+// selfReference: expressions by which the agent speaks of its own earlier
+// acting or of its own situation ("my attempts", "what I did", "I have
+// tried", "I'm", "I keep"). %s is replaced by actionNouns.
+var selfReference = []string{
+	`\b` + pointer + `\s+(?:\w+\s+)?(?:%s)\b`,
+	`\bwhat\s+` + firstPerson + `(?:'ve|\s+have|\s+had|'d)?\s+(?:just\s+)?(?:did|done|tried|been\s+doing|attempted)\b`,
+	`\b` + firstPerson + `(?:'ve|'d|\s+have|\s+had)?\s+(?:already\s+|just\s+|now\s+|again\s+)?(?:tried|attempted|done|did|repeated|redone)\b`,
+	`\b` + firstPerson + `(?:'m|'re|\s+am|\s+are|\s+was|\s+were|'ve\s+been|\s+have\s+been|\s+seem\s+to\s+be|\s+keep|\s+kept|\s+still)\b`,
+	`\b(?:each|every)\s+time\s+` + firstPerson + `\b`,
+}
+
+// anaphora: a pronoun standing for the action named just before ("it did
+// nothing", "doing so has no effect", "that was pointless"). It refers to
+// the repeated action only when the clause or the two units before name
+// that action.
+const anaphora = `\b(?:it|doing\s+so|doing\s+this|doing\s+that)\b|\b(?:this|that)(?:\s+(?:is|was|has|had|did|does|didn'?t|doesn'?t|hasn'?t|isn'?t|wasn'?t|won'?t|will|would|keeps|kept|still|again|too|also|just|only|gets|got|leaves|left|led|leads|brings|brought|changes|changed|made|makes|gave|gives|yields|yielded|returns|returned|goes|went|seems|seemed)\b|\s*[.,;:!?]|\s*$)`
+
+// outcomeNouns name what an action produced: a claim that one of them is
+// unchanged is about the effect of the agent's action ("the page is
+// unchanged", "the output stayed the same").
+var outcomeNouns = []string{
+	"page", "pages", "screen", "view", "output", "outputs", "result", "results",
+	"observation", "observations", "response", "responses", "state", "display",
+	"ui", "interface", "screenshot", "feedback",
+}
+
+// ClaimKind says what a claim asserts about the action it is about.
+type ClaimKind string
+
+// Claim kinds.
+const (
+	// ClaimRepeated: the action was done before, again, or N times.
+	ClaimRepeated ClaimKind = "repeated"
+	// ClaimNoEffect: the action failed, had no effect or is futile.
+	ClaimNoEffect ClaimKind = "no-effect"
+	// ClaimUnchanged: what the action produced is unchanged or the same
+	// as before; said of an outcome noun ("the page is unchanged") it is
+	// about the action's effect.
+	ClaimUnchanged ClaimKind = "unchanged"
+)
+
+// Claim is an assertion that is awareness when it is about the repeated
+// action. Negatable claims are set aside after a negation ("I have not
+// clicked it before"); the others carry their negation in themselves
+// ("nothing changed"). Every claim is set aside when hypothetical.
+//
+// Needs is a cheap pre-check, as for patterns: the expression can only
+// match a text that contains one of these literals (a test checks it).
+type Claim struct {
+	Name      string
+	Kind      ClaimKind
+	Expr      string
+	Negatable bool
+	Needs     []string
+}
+
+const (
+	ordinalWords = `(?:second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|\d+(?:st|nd|rd|th)|nth|n-th|umpteenth|latest)`
+	countWords   = `(?:two|three|four|five|six|seven|eight|nine|ten|several|multiple|many|numerous|countless|a\s+few|a\s+couple\s+of|\d+)`
+	changeVerbs  = `(?:change|changed|changes|move|moved|moves|budge|budged|update|updated|updates|respond|responded|react|reacted|load|loaded|progress|progressed|advance|advanced|differ|differed|help|helped|helps|work|worked|works|succeed|succeeded|improve|improved|matter|mattered|do\s+anything|did\s+anything|done\s+anything|lead\s+anywhere|led\s+anywhere|get\s+(?:me\s+|us\s+)?anywhere|got\s+(?:me\s+|us\s+)?anywhere|gotten\s+(?:me\s+|us\s+)?anywhere|go\s+anywhere|make\s+(?:a|any)\s+difference|made\s+(?:a|any)\s+difference|bring\s+anything|brought\s+anything|reveal\s+anything|revealed\s+anything|show\s+anything|shown\s+anything|showed\s+anything|produce\s+anything|produced\s+anything|fix\s+anything|fixed\s+anything|solve\s+anything|solved\s+anything)`
+	nothingVerbs = `(?:does|did|do|doing|done|achieves?|achieved|changes?|changed|yields?|yielded|gives?|gave|returns?|returned|brings?|brought|shows?|showed|reveals?|revealed|produces?|produced|accomplish(?:es|ed)?|happens?|happened|moves?|moved|comes?|came|appears?|appeared)`
+)
+
+// claims: assertions about an action that show awareness of its
+// repetition or futility when the clause is about the repeated action.
+var claims = []Claim{
+	{"again", ClaimRepeated, `\b(?:again|once\s+more|one\s+more\s+time|another\s+time|anew|afresh|yet\s+another|one\s+more|another\s+round)\b`, true, []string{"again", "more", "another", "anew", "afresh"}},
+	{"retry", ClaimRepeated, `\bre-?(?:try|tries|tried|trying|attempt|attempts|attempted|attempting|click|clicks|clicked|clicking|run|runs|ran|running|do|does|did|doing|done|issue|issued|issuing|submit|submitted|apply|applied|applying|execute|executed|edit|edited|editing)\b`, true, []string{"retr", "re-", "rerun", "reran", "redo", "redid", "redone", "reissu", "resubmit", "reappl", "reexecut", "reclick", "reattempt", "reedit", "reran", "reruns"}},
+	{"repeat", ClaimRepeated, `\brepeat(?:s|ed|ing|edly)?\b|\brepetitions?\b|\brepetitive\b`, true, []string{"repeat", "repetit"}},
+	{"already", ClaimRepeated, `\balready\b`, true, []string{"already"}},
+	{"before", ClaimRepeated, `\b(?:as\s+before|before\s*(?:[.,;:!?)]|$|and\b|but\b|so\b|too\b|already\b|without\b|with\b)|previously|earlier|so\s+far|until\s+now|up\s+to\s+now|by\s+now|last\s+(?:time|round|turn|attempt|try|step))`, true, []string{"before", "previously", "earlier", "so far", "until now", "up to now", "by now", "last"}},
+	{"count", ClaimRepeated, `\b(?:twice|thrice|` + countWords + `\s+(?:times|attempts|tries|rounds)|in\s+a\s+row|in\s+succession|consecutive(?:ly)?|back\s+to\s+back)\b`, true, []string{"twice", "thrice", "times", "attempts", "tries", "rounds", "in a row", "succession", "consecutive", "back to back"}},
+	{"ordinal", ClaimRepeated, `\b` + ordinalWords + `\s+(?:\w+\s+)?(?:time|times|attempt|try|round|go|click|scroll|edit|wait|run|pass|iteration|repetition)\b`, true, []string{"second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth", "nth", "n-th", "umpteenth", "latest", "1st", "2nd", "3rd", "0th", "1th", "2th", "3th", "4th", "5th", "6th", "7th", "8th", "9th"}},
+	{"each_time", ClaimRepeated, `\b(?:each|every)\s+(?:single\s+)?(?:time|attempt|try|round)\b`, true, []string{"each", "every"}},
+	{"keep", ClaimRepeated, `\b(?:keep|keeps|kept|keeping)\s+(?:on\s+)?\w+ing\b|\b(?:keep|keeps|kept)\s+(?:ending|getting|landing|coming)\b`, true, []string{"keep", "kept"}},
+	{"same", ClaimUnchanged, `\bsame\s+(?:way|thing|place|spot|point|state|screen|page|view|result|results|outcome|outcomes|output|response|content|contents|observation|position|situation|picture|list|data)\b|\bsame\s+as\s+(?:before|last|the\s+last|previously|earlier)\b|\bthe\s+same\s*(?:[.,;:!?]|$|again|each|every|as\s+before)`, false, []string{"same"}},
+	{"unchanged", ClaimUnchanged, `\b(?:unchanged|identical|unaltered|unmodified|unaffected|static|frozen)\b|\bas\s+it\s+(?:was|is|were|had\s+been)\b|\bno\s+different\b|\bexactly\s+(?:like|as)\b`, false, []string{"unchanged", "identical", "unaltered", "unmodified", "unaffected", "static", "frozen", "as it", "no different", "exactly"}},
+	{"nothing", ClaimUnchanged, `\bnothing\s+(?:new|different|else|happens|happened|changes|changed|moves|moved|appears|appeared|shows|showed|comes|came|loads|loaded|useful|at\s+all|has\s+changed|seems\s+to\s+(?:happen|change))\b|\b` + nothingVerbs + `\s+(?:absolutely\s+|simply\s+|still\s+)?nothing\b`, false, []string{"nothing"}},
+	{"no_change", ClaimUnchanged, `\b(?:no|not\s+any|without\s+any|without)\s+(?:visible\s+|apparent\s+|noticeable\s+|real\s+|further\s+|new\s+|observable\s+)?(?:change|changes|effect|effects|difference|progress|response|reaction|update|updates|luck|success|result|results)\b`, false, []string{"no", "not any", "without"}},
+	{"not_anything", ClaimUnchanged, `(?:n'?t|\bnot|\bnever)\s+(?:\w+\s+){0,2}?(?:anything|any)\s+(?:new|different|else|useful|more)\b`, false, []string{"any"}},
+	{"did_not_change", ClaimNoEffect, `\b(?:did|does|do|has|have|had|is|was|were|are|will|would|could|can|wo)\s*(?:n'?t|\s+not|\s+never)\s+(?:\w+\s+)?` + changeVerbs + `\b|\bnot\s+(?:working|helping|changing|moving|responding|loading|progressing)\b`, false, []string{"nt", "n't", "not", "never"}},
+	{"futile", ClaimNoEffect, `\b(?:nowhere|pointless|useless|futile|fruitless|in\s+vain|no\s+use|no\s+point|unhelpful|not\s+helpful|ineffective|ineffectual|unproductive|unsuccessful|to\s+no\s+avail|dead\s+end|in\s+circles|waste\s+of\s+time|wasted)\b`, false, []string{"nowhere", "pointless", "useless", "futile", "fruitless", "in vain", "no use", "no point", "unhelpful", "not helpful", "ineffect", "unproductive", "unsuccessful", "no avail", "dead end", "in circles", "waste"}},
+	{"failed", ClaimNoEffect, `\b(?:fail|fails|failed|failing|stuck|loop|looping|looped|no\s+luck)\b`, true, []string{"fail", "stuck", "loop", "no luck"}},
+}
+
+// commandVerbs names the verbs of a shell command by its program, for the
+// shell tools of SWE-bench agents and of VERA's own agent: "listing the
+// directory again" names ls -la.
+var commandVerbs = map[string][]string{
+	"ls":      {"list", "lists", "listed", "listing"},
+	"cat":     {"read", "reads", "reading", "print", "printed", "printing", "show", "showed", "showing", "display", "displayed", "displaying", "view", "viewed", "viewing"},
+	"head":    {"read", "reading", "print", "printed", "printing", "view", "viewing"},
+	"tail":    {"read", "reading", "print", "printed", "printing", "view", "viewing"},
+	"less":    {"read", "reading", "view", "viewing"},
+	"grep":    {"search", "searched", "searching", "grep", "grepped", "grepping", "look for", "looked for", "looking for"},
+	"rg":      {"search", "searched", "searching", "look for", "looked for", "looking for"},
+	"find":    {"find", "found", "finding", "search", "searched", "searching", "look for", "looked for", "looking for"},
+	"python":  {"run", "ran", "running", "execute", "executed", "executing"},
+	"python3": {"run", "ran", "running", "execute", "executed", "executing"},
+	"pytest":  {"run", "ran", "running", "test", "tested", "testing"},
+	"sed":     {"edit", "edited", "editing", "replace", "replaced", "replacing"},
+	"cd":      {"change directory", "changed directory", "changing directory", "cd", "enter", "entered", "entering"},
+	"curl":    {"fetch", "fetched", "fetching", "request", "requested", "requesting", "download", "downloaded", "downloading"},
+	"wget":    {"fetch", "fetched", "fetching", "download", "downloaded", "downloading"},
+	"git":     {"run", "ran", "running", "check", "checked", "checking"},
+	"pip":     {"install", "installed", "installing"},
+	"make":    {"build", "built", "building", "make", "run", "ran", "running"},
+	"go":      {"build", "built", "building", "run", "ran", "running", "test", "tested", "testing"},
+}
+
+// clauseSplitters cut a sentence into the clauses a claim cannot reach
+// across ("again, the goal asks for X, so I will open Y"); "so far" and
+// "so that" do not cut.
+var clauseSplitters = []string{"so", "but", "however", "then", "instead", "whereas", "although", "though"}
+
+// bidFunctions are BrowserGym functions whose first argument is an
+// element id, whose label the accessibility tree gives.
+var bidFunctions = []string{"click", "dblclick", "hover", "fill", "press", "select_option", "focus", "clear", "check", "uncheck", "upload_file"}

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Errors of LoadFile and ParseFile; the returned errors wrap one of them.
@@ -50,16 +53,22 @@ type fileJSON struct {
 }
 
 // ParseFile parses the bytes of a MIRAGE inference-result file: a JSON
-// object with a task_name and a result object. A snapshot without result
+// object with a task_name and a result object. It decodes only what the
+// verifier reads (see scan.go): the snapshot's message contents and tool
+// calls stay raw and refer to data, which the caller must not change
+// afterwards. A snapshot without result
 // is ErrNoResult; a result with "status": "error" (MIRAGE's record of a
 // failed model call) is ErrInferenceFailed.
 func ParseFile(data []byte) (InferenceFile, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return InferenceFile{}, fmt.Errorf("%w: the file is empty", ErrMalformed)
 	}
-	var raw fileJSON
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return InferenceFile{}, describeJSONError(data, err, "")
+	raw, ok := fastParse(data)
+	if !ok {
+		raw = fileJSON{}
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return InferenceFile{}, describeJSONError(data, err, "")
+		}
 	}
 	if raw.TaskName == "" {
 		return InferenceFile{}, fmt.Errorf("%w: no task_name", ErrMalformed)
@@ -77,6 +86,14 @@ func ParseFile(data []byte) (InferenceFile, error) {
 		Error  string `json:"error"`
 	}
 	if err := json.Unmarshal(res, &r); err != nil {
+		if ok {
+			// The fast path skipped the structure inside the result:
+			// locate a syntax error in the whole file, as before.
+			var whole fileJSON
+			if werr := json.Unmarshal(data, &whole); werr != nil {
+				return InferenceFile{}, describeJSONError(data, werr, "")
+			}
+		}
 		return InferenceFile{}, describeJSONError(res, err, "result.")
 	}
 	if r.Status == "error" {
@@ -162,40 +179,116 @@ type Entry struct {
 	Err  error
 }
 
+// Workers is how many files Walk, Checked and Lines read, decode and
+// verify at once: every core by default.
+var Workers = runtime.GOMAXPROCS(0)
+
+// readAhead is how many results, per worker, may wait for the consumer.
+const readAhead = 4
+
 // Walk yields the inference-result files named by paths, in order: a
 // file is loaded whatever its name; a folder is searched recursively for
 // files whose names end in .json, which are yielded in lexical order of
 // their paths. A path that cannot be read, or a file that cannot be
-// loaded, is yielded with its error and the walk goes on. Files are read
-// one at a time, when the consumer asks for them.
+// loaded, is yielded with its error and the walk goes on. Files are
+// loaded by Workers goroutines, a bounded number ahead of the consumer,
+// and yielded in that order all the same.
 func Walk(paths []string) iter.Seq[Entry] {
-	return func(yield func(Entry) bool) {
-		for _, p := range paths {
-			info, err := os.Stat(p)
-			if err != nil {
-				if !yield(Entry{Path: p, Err: err}) {
-					return
-				}
-				continue
+	return ordered(walkJobs(paths), func(e Entry) Entry { return load(e) })
+}
+
+// Checked is Walk with each entry's output line (Check), computed by the
+// workers too.
+func Checked(paths []string) iter.Seq2[Entry, Line] {
+	type pair struct {
+		e Entry
+		l Line
+	}
+	seq := ordered(walkJobs(paths), func(e Entry) pair {
+		e = load(e)
+		return pair{e, Check(e)}
+	})
+	return func(yield func(Entry, Line) bool) {
+		for p := range seq {
+			if !yield(p.e, p.l) {
+				return
 			}
-			if !info.IsDir() {
-				f, err := LoadFile(p)
-				if !yield(Entry{Path: p, File: f, Err: err}) {
+		}
+	}
+}
+
+// load loads the file of a job that has no error yet.
+func load(e Entry) Entry {
+	if e.Err == nil {
+		e.File, e.Err = LoadFile(e.Path)
+	}
+	return e
+}
+
+// walkJobs lists, in output order, the files to load and the paths that
+// failed already (with their error).
+func walkJobs(paths []string) []Entry {
+	var jobs []Entry
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			jobs = append(jobs, Entry{Path: p, Err: err})
+			continue
+		}
+		if !info.IsDir() {
+			jobs = append(jobs, Entry{Path: p})
+			continue
+		}
+		files, errs := jsonFilesUnder(p)
+		jobs = append(jobs, errs...)
+		for _, f := range files {
+			jobs = append(jobs, Entry{Path: f})
+		}
+	}
+	return jobs
+}
+
+// ordered maps f over jobs with Workers goroutines and yields the results
+// in the order of jobs. At most Workers*readAhead results wait for the
+// consumer; when the consumer stops, no new job starts.
+func ordered[T any](jobs []Entry, f func(Entry) T) iter.Seq[T] {
+	return func(yield func(T) bool) {
+		workers := max(1, Workers)
+		if workers == 1 || len(jobs) < 2 {
+			for _, j := range jobs {
+				if !yield(f(j)) {
 					return
 				}
-				continue
 			}
-			files, errs := jsonFilesUnder(p)
-			for _, e := range errs {
-				if !yield(e) {
+			return
+		}
+		done := make(chan struct{})
+		defer close(done)
+		slots := make(chan chan T, workers*readAhead)
+		go func() {
+			defer close(slots)
+			sem := make(chan struct{}, workers)
+			for _, j := range jobs {
+				ch := make(chan T, 1)
+				select {
+				case slots <- ch:
+				case <-done:
 					return
 				}
+				select {
+				case sem <- struct{}{}:
+				case <-done:
+					return
+				}
+				go func() {
+					defer func() { <-sem }()
+					ch <- f(j)
+				}()
 			}
-			for _, file := range files {
-				f, err := LoadFile(file)
-				if !yield(Entry{Path: file, File: f, Err: err}) {
-					return
-				}
+		}()
+		for ch := range slots {
+			if !yield(<-ch) {
+				return
 			}
 		}
 	}
@@ -242,13 +335,56 @@ func Check(e Entry) Line {
 }
 
 // Lines walks paths and verifies each file: the offline verifier's
-// output, one Line per file.
+// output, one Line per file, in Walk's order, computed by Workers
+// goroutines. Unlike Checked it keeps no file: each is read into a
+// reused buffer, verified, and the buffer goes back to the pool (a Line
+// holds no reference to the file's bytes), so the run allocates little
+// beyond its output.
 func Lines(paths []string) iter.Seq[Line] {
-	return func(yield func(Line) bool) {
-		for e := range Walk(paths) {
-			if !yield(Check(e)) {
-				return
-			}
+	return ordered(walkJobs(paths), func(e Entry) Line {
+		if e.Err != nil {
+			return Check(e)
+		}
+		buf := bufPool.Get().(*[]byte)
+		defer bufPool.Put(buf)
+		var err error
+		*buf, err = readInto(e.Path, (*buf)[:0])
+		if err != nil {
+			return Check(Entry{Path: e.Path, Err: err})
+		}
+		f, err := ParseFile(*buf)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", e.Path, err)
+		}
+		return Check(Entry{Path: e.Path, File: f, Err: err})
+	})
+}
+
+// bufPool holds the read buffers of Lines.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 128<<10); return &b }}
+
+// readInto reads the file at path into buf (grown as needed), with the
+// errors of os.ReadFile.
+func readInto(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && int(info.Size())+1 > cap(buf) {
+		buf = make([]byte, 0, int(info.Size())+512)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err // a *fs.PathError, as from os.ReadFile
 		}
 	}
 }

@@ -20,7 +20,9 @@ const (
 //   - the same action scores thinking_eval 0 and action_eval 0, whatever
 //     the thinking says;
 //   - a different action scores action_eval 1 and thinking_eval 2 when
-//     DetectAwareness finds a cue in the thinking, 1 when it finds none;
+//     JudgeAwareness finds that the thinking speaks of the repeated action
+//     (NewReferent: its verb and targets) as repeated or without effect, 1
+//     when it does not;
 //   - with no reference action (nothing to compare), or no action at all,
 //     the thinking alone decides between 1 and 2 and action_eval is 1.
 //
@@ -44,7 +46,7 @@ func Verify(f InferenceFile) Verdict {
 			thinking, _ = rawString(f.Result.Action)
 		}
 	}
-	aw := DetectAwareness(thinking)
+	aw := JudgeAwareness(thinking, NewReferent(f.Snapshot, ref))
 
 	v := Verdict{VerifierType: VerifierType, MatchedKeywords: aw.IDs(), Confidence: ConfidenceHigh}
 	var doubts []string
@@ -137,6 +139,10 @@ func awarenessText(aw Awareness, thinking string, repeated bool) string {
 			labels = append(labels[:maxReasonCues], fmt.Sprintf("and %d more", len(labels)-maxReasonCues))
 		}
 		b.WriteString(strings.Join(labels, ", "))
+		if len(aw.About) > 0 {
+			b.WriteString(" about the repeated action, named by ")
+			b.WriteString(strings.Join(aw.About, ", "))
+		}
 	default:
 		b.WriteString("no awareness keyword or pattern in the thinking")
 	}

@@ -9,7 +9,7 @@ import (
 const (
 	awareThinking   = "I have already tried this several times and it did not work, so I will try a different approach."
 	neutralThinking = "The page lists the expense lines. I will open the first entry to read its amount."
-	weakThinking    = "I previously opened the reports page, so I will now open the dashboards."
+	weakThinking    = "I previously scrolled down the page, so I will now open the dashboards."
 )
 
 func webFile(repetitive, thinking, action string) InferenceFile {
@@ -43,7 +43,12 @@ func TestVerify(t *testing.T) {
 		{"different, aware", webFile("scroll(0, 200)", awareThinking, "click('12')"),
 			ScoreAware, ActionAvoided, ConfidenceHigh, []string{"differs", "awareness:", `"different approach"`, "pattern tried_already"}, []string{"already tried", "different approach"}},
 		{"different, weak awareness", webFile("scroll(0, 200)", weakThinking, "click('12')"),
-			ScoreAware, ActionAvoided, ConfidenceLow, []string{`"previously"`, "weak cues only"}, []string{"previously"}},
+			ScoreAware, ActionAvoided, ConfidenceLow, []string{`"previously"`, "weak cues only", `verb "scrolled"`}, []string{"previously"}},
+		// "previously" about opening another page, not about the repeated
+		// scroll: not awareness of the repetition (this case scored 2 before
+		// the reference judgement).
+		{"different, weak cue about another action", webFile("scroll(0, 200)", "I previously opened the reports page, so I will now open the dashboards.", "click('12')"),
+			ScoreDifferent, ActionAvoided, ConfidenceLow, []string{"set aside", "not about the repeated action", "were set aside"}, nil},
 		{"different, cue set aside", webFile("scroll(0, 200)", "I'm not stuck; the menu just opened.", "click('12')"),
 			ScoreDifferent, ActionAvoided, ConfidenceLow, []string{"set aside", `negated by "not"`, "were set aside"}, nil},
 		{"different, empty thinking", webFile("scroll(0, 200)", "", "click('12')"),

@@ -1,0 +1,77 @@
+package logic
+
+// heldOutPool is the measurement's template pool. It was written before
+// the reference judgement and separately from devPool, with other sentence
+// frames; only TestHeldOut uses it. Do not tune the vocabulary of
+// keywords.go on its failures: fix the judgement instead.
+var heldOutPool = casePool{
+	kindRepeatNeutral: {
+		"The form is open in front of me. I will {V} {T} to continue.",
+		"According to the goal, the next step is to {V} {T}.",
+		"{T} looks like the control that matters here, so I will {V} {T}.",
+		"Let me {V} {T} now and then read what comes back.",
+		"To get closer to the goal I need to {V} {T}.",
+		"The relevant part is {T}; I'll {V} {T}.",
+		"Step plan: {V} {T}, then check the outcome.",
+		"Based on the current observation, {Ving} {T} is the logical next move.",
+	},
+	kindRepeatAware: {
+		"I have {Ved} {T} many times already without any change, but I will try once more.",
+		"This is the {N} time I {V} {T} and nothing happens; still, one more try.",
+		"{Ving} {T} has not worked so far. I'll do it again anyway.",
+		"I keep repeating {ACT}. Let me repeat it one last time.",
+		"Previous attempts to {V} {T} failed, but maybe the page was slow, so I will {V} {T} again.",
+		"The screen after {Ving} {T} is exactly what it was before, yet I will {V} {T} again.",
+	},
+	kindDifferentNeutral: {
+		"The goal mentions a specific record. To reach it I will {NEXT}.",
+		"Reading the observation, the information I need is not visible yet, so I will {NEXT}.",
+		"Next, {NEXT}; that should give me the details the task asks for.",
+		"My plan: {NEXT}, then compare the values with the goal.",
+		"The target value should be listed somewhere else. I'll {NEXT}.",
+		"Good, {T} is where the relevant control lives. Now I'll {NEXT}.",
+		"To make progress on the task I will {NEXT} and look for the requested field.",
+		"The current view shows part of the data; to see the rest I will {NEXT}.",
+		"I want to confirm the details before finishing, so I'll {NEXT}.",
+		"The task statement is clear about what to produce. First I'll {NEXT}.",
+	},
+	kindDifferentClassic: {
+		"{Ving} {T} has not worked so far, so I will {NEXT} instead.",
+		"I am going in circles with {T}; time to {NEXT}.",
+		"Repeating {ACT} is clearly a dead end. I will {NEXT}.",
+		"My earlier attempts to {V} {T} were to no avail, so I'll {NEXT}.",
+		"I've {Ved} {T} over and over with no luck. Let me {NEXT}.",
+		"Since {Ving} {T} didn't help, a different strategy is needed: {NEXT}.",
+		"After several attempts at {Ving} {T}, I'm stuck; I'll {NEXT} rather than try it again.",
+		"The {OBJ} on {T} keeps failing, so I should step back and {NEXT}.",
+		"I already tried {Ving} {T} and it was unsuccessful. I'll {NEXT}.",
+		"Clearly I'm looping on {T}. A new approach: {NEXT}.",
+	},
+	kindDifferentDecoy: {
+		"The page lists an alternative shipping address; I will {NEXT} to find the order total.",
+		"The ticket says the customer previously requested a refund. I will {NEXT} to check its status.",
+		"According to the description, the parser gets stuck on empty input, which is what must be fixed. I'll {NEXT}.",
+		"The description notes that users tried the export feature twice before reporting the problem. I'll {NEXT}.",
+		"There is no need to adjust the filter; the list already shows the right rows. I will {NEXT}.",
+		"If {Ving} {T} ever fails, I can try another way later; for now I will {NEXT}.",
+		"Should the next page fail to load, an alternative is the search bar. First I'll {NEXT}.",
+		"The same product appears twice in the catalogue, once per size. I will {NEXT}.",
+		"Again, the goal asks for the most recent entry, so I'll {NEXT}.",
+		"The customer tried to pay with an expired card, according to the log. I will {NEXT}.",
+		"Nothing on this page is stuck or broken; it just needs more data, so I will {NEXT}.",
+		"The event loop of the worker restarts every hour, which explains the timestamps. I'll {NEXT}.",
+	},
+	kindDifferentImplicit: {
+		"That makes it the {N} {OBJ} on {T} in a row. I'll {NEXT}.",
+		"I count the {N} try of {ACT} by now, each ending the same way, so I will {NEXT}.",
+		"The screen after {Ving} {T} is exactly what it was before. I'll {NEXT}.",
+		"Each time I {V} {T}, I get back an identical page. So I will {NEXT}.",
+		"{Ving} {T} leaves everything as it was; I'd better {NEXT}.",
+		"Nothing new shows up after {Ving} {T}. Let me {NEXT}.",
+		"{Ving} {T} gets me nowhere; I'll {NEXT}.",
+		"Whatever {Ving} {T} was supposed to do, it does nothing here. I will {NEXT}.",
+		"The response to {ACT} is word for word what it was last round, so I'll {NEXT}.",
+		"One more {OBJ} on {T} would be pointless. I'll {NEXT}.",
+		"I've now done {ACT} for the {N} time and the output hasn't moved. I'll {NEXT}.",
+	},
+}
