@@ -132,7 +132,8 @@
 // vera.logic.verdict for every step that follows a streak of one repeated
 // action: 0 when the step repeats it again, 1 or 2 when it leaves the
 // loop. ParseStepAction and NormalizeShellCommand (stepaction.go,
-// shell.go) give agent actions the canonical form Action.Equal compares.
+// shell.go, on internal/shell's Canonical: the product's one shell parser)
+// give agent actions the canonical form Action.Equal compares.
 //
 // # Files and speed
 //
