@@ -205,8 +205,18 @@ func TestWalk(t *testing.T) {
 	if !slices.Equal(seen, want) {
 		t.Errorf("walk order %q, want %q", seen, want)
 	}
-	if u := TextURLs("see https://a.example/x?q=1, then"); len(u) != 1 || u[0] != "https://a.example/x?q=1," {
-		t.Errorf("TextURLs %q", u)
+	for text, want := range map[string]string{
+		"see https://a.example/x?q=1, then":                              "https://a.example/x?q=1,",
+		"https://en.wikipedia.org/wiki/Python_(programming_language) is": "https://en.wikipedia.org/wiki/Python_(programming_language)",
+		"(see https://a.example/b)":                                      "https://a.example/b",
+		"f('https://a.example/c')":                                       "https://a.example/c",
+		"curl(https://a.example/d(x)) ok":                                "https://a.example/d(x)",
+		"x=$(curl https://a.example/e)":                                  "https://a.example/e",
+		"https://a.example/f(g":                                          "https://a.example/f",
+	} {
+		if u := TextURLs(text); len(u) != 1 || u[0] != want {
+			t.Errorf("TextURLs(%q) = %q, want %q", text, u, want)
+		}
 	}
 }
 

@@ -209,9 +209,24 @@ func Printf(format string, args []string) string {
 }
 
 // urlInText finds http(s) URLs in free text.
-var urlInText = regexp.MustCompile(`https?://[^\s'"<>()\x60\\{}|^\x00-\x1f]+`)
+var urlInText = regexp.MustCompile(`https?://[^\s'"<>\x60\\{}|^\x00-\x1f]+`)
 
-// TextURLs returns the http(s) URLs written in text.
+// TextURLs returns the http(s) URLs written in text. Parentheses belong
+// to a URL when they are balanced in it (…/wiki/Python_(language)); an
+// unbalanced closing one is the text's ("(see https://x.example/a)").
 func TextURLs(text string) []string {
-	return urlInText.FindAllString(text, -1)
+	urls := urlInText.FindAllString(text, -1)
+	for i, u := range urls {
+		if open := strings.IndexByte(u, '('); open >= 0 && strings.IndexByte(u[open:], ')') < 0 {
+			u = u[:open] // an opening parenthesis never closed: the text's
+		}
+		for strings.HasSuffix(u, ")") && strings.Count(u, "(") < strings.Count(u, ")") {
+			u = u[:len(u)-1]
+		}
+		if j := strings.IndexByte(u, ')'); j >= 0 && strings.Count(u[:j], "(") == 0 {
+			u = u[:j] // "x.example/a)b": the text closes a parenthesis
+		}
+		urls[i] = u
+	}
+	return urls
 }
