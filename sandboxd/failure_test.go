@@ -361,6 +361,28 @@ func waitRedelivered(t *testing.T, js jetstream.JetStream) {
 	}
 }
 
+// waitConsumers waits until the stream has the named consumers.
+func waitConsumers(t *testing.T, js jetstream.JetStream, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for _, name := range names {
+		for {
+			_, err := js.Consumer(ctx, bus.StreamName, name)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("consumer %s never created", name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 // refuseSecondOnSubject stores p on run, then limits the stream to one
 // message per subject with new ones refused, so that an event of p's type
 // for run can no longer be stored while other, empty subjects still can.
@@ -369,6 +391,12 @@ func waitRedelivered(t *testing.T, js jetstream.JetStream) {
 func refuseSecondOnSubject(t *testing.T, f *fixture, run string, p bus.Payload) (restore func()) {
 	t.Helper()
 	ctx := context.Background()
+	js := f.b.JetStream()
+	// nats-server's stream update and a consumer being created at the same
+	// moment race inside the server (fileStore.UpdateConfig against
+	// ConsumerStore, seen by -race in CI): limit the stream only once the
+	// daemon has created its consumers.
+	waitConsumers(t, js, sandboxd.ConsumerRequests, sandboxd.ConsumerControl)
 	ev, err := f.b.Events.New(run, p)
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +404,6 @@ func refuseSecondOnSubject(t *testing.T, f *fixture, run string, p bus.Payload) 
 	if _, err := f.b.Publish(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	js := f.b.JetStream()
 	stream, err := js.Stream(ctx, bus.StreamName)
 	if err != nil {
 		t.Fatal(err)
