@@ -56,6 +56,9 @@ type Word struct {
 	Quoted bool      // quotes or backslashes were used
 	Glob   bool      // an unquoted *, ? or [ (or an extended glob): a pattern, not a name
 	Subs   []*Script // the command and process substitutions it contains
+	// split marks an unquoted $(echo …) of known output: the shell splits
+	// it into words.
+	split bool
 }
 
 // Literal reports whether the word's value is fully known.
@@ -129,8 +132,9 @@ type Cmd struct {
 	// Subs are substitutions that belong to the command but to none of its
 	// words (a C-style for loop's expressions, an arithmetic command).
 	Subs []*Script
-	// For a FuncDef: Decl is the whole declaration's source text and Body
-	// the number of Cmds right after it that are its body.
+	// For a FuncDef: Decl is the whole declaration's source text. For a
+	// FuncDef or a ForHeader: Body is the number of Cmds right after it
+	// that are its body.
 	Decl string
 	Body int
 }
@@ -316,7 +320,7 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 			cmd.Words = append(cmd.Words, b.assign(s, a, depth))
 		}
 		for _, w := range c.Args {
-			cmd.Words = append(cmd.Words, b.word(s, w, depth))
+			cmd.Words = appendWord(cmd.Words, b.word(s, w, depth))
 		}
 		s.Cmds = append(s.Cmds, cmd)
 		redirs = nil
@@ -364,13 +368,15 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 				h.Words = append(h.Words, litWord(l.Name.Value))
 			}
 			for _, w := range l.Items {
-				h.Words = append(h.Words, b.word(s, w, depth))
+				h.Words = appendWord(h.Words, b.word(s, w, depth))
 			}
 		case *syntax.CStyleLoop:
 			h.Subs = b.nodeSubs(s, l, depth)
 		}
 		s.Cmds = append(s.Cmds, h)
+		start := len(s.Cmds)
 		b.stmts(s, c.Do, depth)
+		h.Body = len(s.Cmds) - start
 	case *syntax.CaseClause:
 		h := &Cmd{Kind: CaseHeader}
 		if c.Word != nil {
@@ -467,6 +473,22 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 		first.Negated = true
 	}
 	return first, last
+}
+
+// appendWord appends w to words, split into fields when the shell splits
+// it (an unquoted $(echo a b) of known output).
+func appendWord(words []Word, w Word) []Word {
+	if !w.split {
+		return append(words, w)
+	}
+	for i, f := range strings.Fields(w.Value) {
+		part := Word{Value: f, Text: f, Raw: w.Raw, Quoted: w.Quoted, Glob: HasGlob(f)}
+		if i == 0 {
+			part.Subs = w.Subs
+		}
+		words = append(words, part)
+	}
+	return words
 }
 
 func litWord(v string) Word {

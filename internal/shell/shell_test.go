@@ -321,3 +321,21 @@ func TestFuncDefBody(t *testing.T) {
 		t.Errorf("g: Decl %q Body %d", defs[1].Decl, defs[1].Body)
 	}
 }
+
+func TestVisibleSubstitutions(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []string
+	}{
+		{"eval $(echo rm -rf /)", []string{"eval", "rm", "-rf", "/"}},
+		{`bash -c "$(printf '%s' 'rm -rf /')"`, []string{"bash", "-c", "rm -rf /"}},
+		{"x$(echo y)z `echo w`", []string{"xyz", "w"}},
+		{"echo $(date) $(echo a | tr a b) $(echo $HOME)", []string{"echo", "\x00", "\x00", "\x01HOME\x02"}},
+		{"echo \"$(echo '  a  ')\"", []string{"echo", "  a  "}},
+	} {
+		cs := simple(mustParse(t, tc.src))
+		if got := cs[len(cs)-1].Args(); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}

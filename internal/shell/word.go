@@ -22,7 +22,28 @@ func (b *builder) word(s *Script, w *syntax.Word, depth int) Word {
 		b.part(s, &out, &val, &text, part, false, i == 0, depth)
 	}
 	out.Value, out.Text = val.String(), text.String()
+	if _, ok := w.Parts[0].(*syntax.CmdSubst); ok && len(w.Parts) == 1 && strings.IndexByte(out.Value, Unknown) < 0 {
+		out.split = true // an unquoted $(echo a b) is split into words
+	}
 	return out
+}
+
+// substValue returns what a command substitution prints when that is
+// visible: its script is one echo or printf of known words (trailing
+// newlines are removed, as the shell does).
+func substValue(s *Script) (string, bool) {
+	if s.TooDeep || len(s.Cmds) != 1 {
+		return "", false
+	}
+	c := s.Cmds[0]
+	if c.Kind != Simple || len(c.Redirs) > 0 || c.PipeFrom != nil || c.Background {
+		return "", false
+	}
+	out, ok := Echoed(c.Args())
+	if !ok {
+		return "", false
+	}
+	return strings.TrimRight(out, "\n"), true
 }
 
 func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part syntax.WordPart, inDQ, first bool, depth int) {
@@ -71,8 +92,14 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 		}
 	case *syntax.CmdSubst:
 		text.WriteString(b.slice(p))
-		val.WriteByte(Unknown)
-		out.Subs = append(out.Subs, b.sub(s, b.span(posAfter(p.Left, p.Backquotes), p.Right), p.Stmts, depth))
+		sub := b.sub(s, b.span(posAfter(p.Left, p.Backquotes), p.Right), p.Stmts, depth)
+		out.Subs = append(out.Subs, sub)
+		if v, ok := substValue(sub); ok {
+			// $(echo …) and $(printf …) print what their words say.
+			val.WriteString(v)
+		} else {
+			val.WriteByte(Unknown)
+		}
 	case *syntax.ProcSubst:
 		text.WriteString(b.slice(p))
 		val.WriteByte(Unknown)

@@ -88,8 +88,23 @@ func TestIssueBypasses(t *testing.T) {
 // analysed: what is now denied and the ordinary look-alikes still allowed.
 func TestBypassFamilies(t *testing.T) {
 	checkCases(t, []struct{ cmd, rule string }{
-		// Command words of unknown value.
+		// Command words of unknown value, and substitutions whose output
+		// is visible (an echo or printf of known words).
 		{"$(echo rm) -rf /", "rm_root"},
+		{"$(cat name) -rf /", "rm_root"},
+		{`bash -c "$(printf 'rm -rf /')"`, "rm_root"},
+		{"eval $(echo rm -rf /)", "rm_root"},
+		{"$(echo rm -rf /)", "rm_root"},
+		{`sh -c "$(echo 'echo x > /work/notes.md')"`, "notes_md"},
+		// A for loop's body is judged with each known item.
+		{`for f in /work/*; do rm -rf "$f"; done`, "rm_root"},
+		{"for d in /tmp /; do rm -rf $d; done", "rm_root"},
+		{"for f in x notes.md; do cd /work; echo hi > $f; done", "notes_md"},
+		{"for f in $(echo / /tmp); do rm -rf $f; done", "rm_root"},
+		{`for f in /work/build/*; do rm -rf "$f"; done`, ""},
+		{`for f in a.txt b.txt; do rm -f "$f"; done`, ""},
+		{"for i in $(seq 1 5); do echo $i; done", ""},
+		{"for a in 1 2 3 4 5 6 7 8; do for b in 1 2 3 4 5 6 7 8; do for c in 1 2 3 4 5 6 7 8; do echo $a$b$c; done; done; done", ""},
 		{"`echo rm` -rf /", "rm_root"},
 		{"${X} -rf /", "rm_root"},
 		{"r$(echo m) -fr /usr", "rm_root"},
@@ -273,7 +288,8 @@ func TestDecisionMatch(t *testing.T) {
 		{"printf '%s' 'rm -rf /' | sh", "rm -rf /", `"/"`},
 		{`python3 -c "import os; os.system('reboot')"`, "reboot", "python code calls system"},
 		{"echo x > /work/n?tes.md", "echo x > /work/n?tes.md", `pattern "/work/n?tes.md"`},
-		{"$(echo rm) -rf /", "$(echo rm) -rf /", "unknown value"},
+		{"$(cat name) -rf /", "$(cat name) -rf /", "unknown value"},
+		{"$(echo rm) -rf /", "$(echo rm) -rf /", "recursive rm"}, // the substitution's output is visible
 		{"echo x | base64 -d | sh", "sh", "decoder"},
 		{"(echo x) > /work/notes.md", "( … ) > /work/notes.md", "output redirection"},
 		{`bash -c "cd $D; rm -rf /"`, "rm -rf /", "recursive rm"},

@@ -56,7 +56,12 @@
 //     the work tree, is not reboot);
 //   - variables assigned literally earlier in the same command (X=/;
 //     rm -rf $X), exported or read (read makes them unknown) are tracked;
-//     a for loop's variable is unknown;
+//     a for loop's body is judged once with its variable set to each of
+//     its first 8 known items (for f in /work/*; do rm -rf "$f"; done is
+//     rm -rf of /work/*), then read with the variable unknown;
+//   - a substitution that visibly prints its text, one echo or printf of
+//     known words, has that text as its value: eval $(echo rm -rf /)
+//     runs rm -rf /;
 //   - a glob or brace list in a write target (a redirection, tee, cp/mv
 //     destinations, dd of=, sed -i …) is matched against the protected
 //     file: echo x > /work/n?tes.md counts as writing /work/notes.md.
@@ -80,11 +85,12 @@
 // What the check cannot decide statically, and so lets through:
 //
 //   - Values known only at run time. A variable set elsewhere, the output
-//     of $(…), a loop variable or `cd "$DIR"` are unknown, and an unknown
+//     of $(…) other than a plain echo or printf, a loop variable over
+//     unknown items or `cd "$DIR"` are unknown, and an unknown
 //     value never matches a protected path (rm -rf "$DIR"/* is allowed).
 //     A command word of unknown value is judged only where the rest of
 //     the command decides it: given rm's -rf and a protected target
-//     ($(echo rm) -rf /), or followed by a command rm_root denies
+//     ($(cat f) -rf /), or followed by a command rm_root denies
 //     ($SUDO rm -rf /). `$CMD /` or `$(echo reboot)` are not judged.
 //   - Code the command line does not show: scripts and programs (bash
 //     cleanup.sh, make, python3 tool.py), code piped in from a producer

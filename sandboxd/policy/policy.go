@@ -76,7 +76,7 @@ func Check(command string) Decision { return CheckIn(command, WorkDir) }
 // is empty or not absolute means "unknown": relative paths then never
 // match a rule.
 func CheckIn(command, cwd string) Decision {
-	a := analyser{budget: maxScripts, top: command}
+	a := analyser{budget: maxScripts, loops: maxLoopBodies, top: command}
 	sc := &scope{}
 	if strings.HasPrefix(cwd, "/") {
 		sc.cwd = path.Clean(cwd)
@@ -230,6 +230,7 @@ func (s *scope) builtin(words []string) {
 
 type analyser struct {
 	budget int
+	loops  int    // loop bodies still to be judged with a known item
 	top    string // the command being checked
 }
 
@@ -291,7 +292,7 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 		}
 	}
 	var saved []*scope
-	for _, c := range s.Cmds {
+	for i, c := range s.Cmds {
 		switch c.Kind {
 		case shell.SubshellOpen:
 			saved = append(saved, sc)
@@ -312,6 +313,9 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 		}
 		switch c.Kind {
 		case shell.ForHeader:
+			if d := a.loopItems(s, i, c, sc, depth); d != nil {
+				return d
+			}
 			if len(c.Words) > 0 {
 				sc.set(c.Words[0].Value, string(shell.Unknown))
 			}
@@ -330,6 +334,51 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 					return d
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// maxLoopItems bounds how many items of a for loop its body is judged
+// with, and maxLoopBodies how many such judgements one command gets in
+// all (nested loops multiply them). Past either, the loop is read with
+// its variable unknown only, as any loop over unknown items is.
+const (
+	maxLoopItems  = 8
+	maxLoopBodies = 32
+)
+
+// loopItems judges the body of a for loop once with the variable set to
+// each of its known items (for f in /work/*; do rm -rf "$f"; done is rm
+// -rf of the pattern /work/*, which may name notes.md), before the loop
+// is read once more with the variable unknown.
+func (a *analyser) loopItems(s *shell.Script, i int, h *shell.Cmd, sc *scope, depth int) *Decision {
+	if len(h.Words) < 2 || h.Body == 0 || i+1+h.Body > len(s.Cmds) {
+		return nil
+	}
+	body := &shell.Script{Src: s.Src, Cmds: s.Cmds[i+1 : i+1+h.Body]}
+	name := h.Words[0].Value
+	for n, w := range h.Words[1:] {
+		if n >= maxLoopItems {
+			break
+		}
+		item := sc.expand(w.Value)
+		if strings.IndexByte(item, shell.Unknown) >= 0 {
+			continue
+		}
+		if a.loops <= 0 {
+			return nil
+		}
+		a.loops--
+		child := sc.clone()
+		child.set(name, item)
+		// These extra readings do not spend the budget of scripts that
+		// bounds a command's own nesting.
+		budget := a.budget
+		d := a.script(body, child, depth)
+		a.budget = budget
+		if d != nil {
+			return d
 		}
 	}
 	return nil

@@ -61,7 +61,7 @@ var rules = []Rule{
 	// selects (find / -delete; find /work -name '*.pyc' -delete is fine);
 	// python/perl/ruby/node code removing such a tree (shutil.rmtree('/'),
 	// FileUtils.rm_rf, fs.rmSync) or running rm through system(…); and a
-	// command word of unknown value ($(echo rm), ${X}) given rm's
+	// command word of unknown value ($(cat f), ${X}) given rm's
 	// arguments: a recursive and a force flag and such a target — no
 	// ordinary program is called with -rf / — or followed by an rm this
 	// rule denies ($SUDO rm -rf /: the word may be empty).
@@ -72,7 +72,7 @@ var rules = []Rule{
 		ID:          "rm_root",
 		Description: "recursive rm of /, ~, a top-level system directory, or the whole /work (or rm --no-preserve-root), also through find -delete, interpreter code (shutil.rmtree) or a command word of unknown value given -rf; anything below them is allowed",
 		Denies: []string{"rm -rf /", "sudo rm -fr /*", "rm -r -f ~", "rm -rf /usr/", "rm -rf /work/*", "rm --no-preserve-root -rf /",
-			"echo / | xargs -I{} rm -rf {}", "printf '%s' 'rm -rf /' | sh", "$(echo rm) -rf /", "${RM} -fr /usr", "$SUDO rm -rf /",
+			"echo / | xargs -I{} rm -rf {}", "printf '%s' 'rm -rf /' | sh", "$(cat f) -rf /", "${RM} -fr /usr", "$SUDO rm -rf /",
 			"find / -delete", "find /usr -depth -delete", "find / -maxdepth 1 -exec rm -rf {} +",
 			`python3 -c "import shutil; shutil.rmtree('/')"`, `python3 -c "import os; os.system('rm -rf /')"`,
 			`python3 -c "import subprocess; subprocess.run(['rm', '-rf', '/etc'])"`, `perl -e 'system("rm -rf /")'`,

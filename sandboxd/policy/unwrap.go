@@ -17,7 +17,7 @@ import (
 // rules use.
 
 // ---------------------------------------------------------------------
-// A command word of unknown value: $(echo rm) -rf /, ${X} -rf /, $SUDO rm -rf /.
+// A command word of unknown value: $(cat f) -rf /, ${X} -rf /, $SUDO rm -rf /.
 
 // unknownHead judges a command whose name is not known statically. Two
 // readings are decidable without blocking ordinary commands:
