@@ -56,8 +56,13 @@ type Word struct {
 	Quoted bool      // quotes or backslashes were used
 	Glob   bool      // an unquoted *, ? or [ (or an extended glob): a pattern, not a name
 	Subs   []*Script // the command and process substitutions it contains
-	// split marks an unquoted $(echo …) of known output: the shell splits
-	// it into words.
+	// Splits is set when the word holds an unquoted expansion ($X, $(…),
+	// $((…))): the shell splits its expanded value into words (a reader
+	// that resolves $X should split the result; an assignment's value is
+	// never split).
+	Splits bool
+	// split marks an unquoted $(echo …) of known output: the parser
+	// splits it into words itself.
 	split bool
 }
 
@@ -523,6 +528,7 @@ func (b *builder) assign(s *Script, a *syntax.Assign, depth int) Word {
 		w.Subs = b.nodeSubs(s, a.Array, depth)
 	case a.Value != nil:
 		v := b.word(s, a.Value, depth)
+		v.Splits = false // NAME=$X assigns the value whole
 		v.Value = lhs + v.Value
 		v.Text = lhs + v.Text
 		v.Raw = w.Raw

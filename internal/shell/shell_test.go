@@ -339,3 +339,14 @@ func TestVisibleSubstitutions(t *testing.T) {
 		}
 	}
 }
+
+func TestSplits(t *testing.T) {
+	cs := simple(mustParse(t, `A=$X echo $X "$Y" x$(id) "$(id)" $((1+2)) lit`))
+	var got []bool
+	for _, w := range cs[0].Words {
+		got = append(got, w.Splits)
+	}
+	if want := []bool{false, false, true, false, true, false, true, false}; !slices.Equal(got, want) {
+		t.Errorf("Splits %v, want %v", got, want)
+	}
+}

@@ -83,6 +83,7 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 			b.part(s, out, val, text, q, true, false, depth)
 		}
 	case *syntax.ParamExp:
+		out.Splits = out.Splits || !inDQ
 		text.WriteString(b.slice(p))
 		if name, ok := plainParam(p); ok {
 			val.WriteString(string(VarOpen) + name + string(VarClose))
@@ -91,6 +92,7 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 			out.Subs = append(out.Subs, b.nodeSubs(s, p, depth)...)
 		}
 	case *syntax.CmdSubst:
+		out.Splits = out.Splits || !inDQ
 		text.WriteString(b.slice(p))
 		sub := b.sub(s, b.span(posAfter(p.Left, p.Backquotes), p.Right), p.Stmts, depth)
 		out.Subs = append(out.Subs, sub)
@@ -105,6 +107,7 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 		val.WriteByte(Unknown)
 		out.Subs = append(out.Subs, b.sub(s, b.span(posAfter(p.OpPos, false), p.Rparen), p.Stmts, depth))
 	case *syntax.ArithmExp:
+		out.Splits = out.Splits || !inDQ
 		text.WriteString(b.slice(p))
 		val.WriteByte(Unknown)
 		out.Subs = append(out.Subs, b.nodeSubs(s, p.X, depth)...)

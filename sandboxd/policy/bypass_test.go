@@ -96,6 +96,12 @@ func TestBypassFamilies(t *testing.T) {
 		{"eval $(echo rm -rf /)", "rm_root"},
 		{"$(echo rm -rf /)", "rm_root"},
 		{`sh -c "$(echo 'echo x > /work/notes.md')"`, "notes_md"},
+		// The value of an unquoted variable is split into words.
+		{`X="rm -rf /"; $X`, "rm_root"},
+		{`X="-rf /"; rm $X`, "rm_root"},
+		{`E=; $E rm -rf /`, "rm_root"},
+		{`X="a b"; ls $X`, ""},
+		{`X="rm -rf /"; echo "$X"`, ""},
 		// A for loop's body is judged with each known item.
 		{`for f in /work/*; do rm -rf "$f"; done`, "rm_root"},
 		{"for d in /tmp /; do rm -rf $d; done", "rm_root"},

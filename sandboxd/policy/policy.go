@@ -160,10 +160,18 @@ func (s *scope) expand(v string) string {
 	return b.String()
 }
 
+// expandAll expands words with the variables known, splitting the value
+// of an unquoted expansion into words as the shell does (X="rm -rf /";
+// $X runs rm).
 func (s *scope) expandAll(words []shell.Word) []string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		out[i] = s.expand(w.Value)
+	out := make([]string, 0, len(words))
+	for _, w := range words {
+		v := s.expand(w.Value)
+		if w.Splits && v != w.Value {
+			out = append(out, strings.Fields(v)...)
+			continue
+		}
+		out = append(out, v)
 	}
 	return out
 }
