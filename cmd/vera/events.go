@@ -31,7 +31,7 @@ R is vera.run.R.tool.requested). Types vera.ext.* are free for your own tools.
 The catalogue of types is in docs/events.md; 'vera events schema' prints the
 JSON Schema of each.`,
 	}
-	cmd.AddCommand(newTailCmd(g), newExportCmd(g), newImportCmd(g), newSchemaCmd(g), newTypesCmd(g), newDeadLettersCmd(g))
+	cmd.AddCommand(newTailCmd(g), newExportCmd(g), newImportCmd(g), newSchemaCmd(g), newTypesCmd(g), newDeadLettersCmd(g), newEventsOtelCmd(g))
 	return cmd
 }
 

@@ -64,6 +64,7 @@ func listen(addr, flag string) (net.Listener, error) {
 func newProjectorCmd(g *globals) *cobra.Command {
 	var metricsListen string
 	var noFiles bool
+	var tf traceFlags
 	cmd := &cobra.Command{
 		Use:   "projector",
 		Short: "Run the projectors alone: each run's files and the Prometheus /metrics",
@@ -79,9 +80,13 @@ deployment:
   metrics  every dra_* metric of the VERA spec, folded from the whole stream
            at start (so a restart gives the same values), plus the bus's
            health (consumer lag, redeliveries, dead letters), served at
-           http://<metrics-listen>/metrics.`,
+           http://<metrics-listen>/metrics;
+  traces   with --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT), each run
+           as an OpenTelemetry trace in the GenAI conventions, exported
+           live over OTLP (durable consumer "projector-otel"; docs/otel.md).`,
 		Example: `  vera projector --nats-url nats://127.0.0.1:4222
-  vera projector --metrics-listen 0.0.0.0:9464 --no-files`,
+  vera projector --metrics-listen 0.0.0.0:9464 --no-files
+  vera projector --no-files --otlp-endpoint http://127.0.0.1:4318`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -96,8 +101,15 @@ deployment:
 			}
 			defer b.Close()
 			s := newStack(g, g.natsURL, log)
+			set := wiring.Set{Traces: tf.set()}
 			if !noFiles {
-				s.start(ctx, wiring.Set{Projector: projectorConfig(nil)})
+				set.Projector = projectorConfig(nil)
+			}
+			if set.Traces != nil {
+				fmt.Fprintf(g.stderr, "vera projector: traces to OTLP %s\n", set.Traces.Exporter.Describe())
+			}
+			if set.Projector != nil || set.Traces != nil {
+				s.start(ctx, set)
 			}
 			if metricsListen != "" {
 				ln, err := listen(metricsListen, "--metrics-listen")
@@ -118,5 +130,6 @@ deployment:
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", envOr("VERA_METRICS_LISTEN", defaultMetricsListen), "address of the Prometheus /metrics endpoint; empty = none (env VERA_METRICS_LISTEN)")
 	cmd.Flags().BoolVar(&noFiles, "no-files", false, "do not write the runs' files (metrics only)")
+	tf.register(cmd, true)
 	return cmd
 }

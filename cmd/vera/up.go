@@ -49,6 +49,7 @@ type upFlags struct {
 	noSandbox, noVerifiers, noAgent, noProjector bool
 	httpListen                                   string
 	dm                                           dashboardRunFlags
+	tf                                           traceFlags
 }
 
 func (f *upFlags) register(cmd *cobra.Command) {
@@ -61,6 +62,7 @@ func (f *upFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.httpListen, "http-listen", envOr("VERA_HTTP_LISTEN", defaultHTTPListen), "address of the dashboard and /metrics; port 0 picks a free one, empty = none (env VERA_HTTP_LISTEN)")
 	f.af.register(cmd)
 	f.dm.register(cmd)
+	f.tf.register(cmd, true)
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where VERA keeps its data; the JetStream store is DIR/nats (env VERA_DATA_DIR)")
 	cmd.Flags().StringVar(&f.natsListen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
 }
@@ -89,7 +91,9 @@ every component joins it in the same process, each on its own connection:
   agent       the research agent (--no-agent)
   verifiers   logic verifier, VerifyFast, DeepVerifier auditor (--no-verifiers)
   projector   each run's notes.md, ledgers, trace.jsonl and logs in its work
-              dir (--no-projector)
+              dir (--no-projector), and with --otlp-endpoint (or
+              OTEL_EXPORTER_OTLP_ENDPOINT) each run as an OpenTelemetry
+              trace, live (docs/otel.md)
   http        the dashboard and Prometheus /metrics on --http-listen
 
 VERA's streams (VERA, VERA_DLQ and the object store VERA_BLOBS) are created
@@ -102,7 +106,8 @@ Stops cleanly on Ctrl-C or SIGTERM: consumers drain, then the server shuts
 down.`,
 		Example: `  vera up
   vera up --data-dir /var/lib/vera --nats-listen 127.0.0.1:4333
-  vera up --nats-url nats://n1:4222,nats://n2:4222,nats://n3:4222`,
+  vera up --nats-url nats://n1:4222,nats://n2:4222,nats://n3:4222
+  vera up --otlp-endpoint http://127.0.0.1:4318`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return g.up(cmd, &f, upHooks{}) },
 	}
@@ -185,6 +190,9 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	}
 	if !f.noProjector {
 		set.Projector = projectorConfig(hooks.filesRoot)
+		if set.Traces = f.tf.set(); set.Traces != nil {
+			fmt.Fprintf(w, "  traces:    OTLP %s\n", set.Traces.Exporter.Describe())
+		}
 	}
 	s.start(cctx, set)
 	dashURL := ""

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/client"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/projector"
+	"github.com/vera-run/vera/projector/traces"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/verifierd/deepverify"
 	"github.com/vera-run/vera/verifierd/logic"
@@ -43,6 +45,9 @@ type Set struct {
 	VerifyFast *verifyfast.Config
 	DeepVerify *deepverify.Config
 	Projector  *projector.FilesConfig
+	// Traces, when set, runs the trace projector (OTLP export) as the
+	// projector's identity.
+	Traces *Traces
 
 	// Models, when set, makes the model factory of a component that calls
 	// a model and whose Config has none (a replay's recorded or
@@ -52,6 +57,13 @@ type Set struct {
 	// Judge, when set, makes the logic verifier's hybrid judge on its
 	// connection (vera verifierd --hybrid).
 	Judge func(b *bus.Bus) (*logic.Hybrid, func(), error)
+}
+
+// Traces configures the live trace projector: where spans go and what
+// they hold.
+type Traces struct {
+	Exporter traces.ExporterConfig
+	Live     traces.LiveConfig // Sink is made from Exporter
 }
 
 // Sandbox is sandboxd's configuration and its Docker engine.
@@ -165,13 +177,45 @@ func (s Set) Start(ctx context.Context, sup *component.Supervisor) {
 			return f, nil, err
 		})
 	}
+	if s.Traces != nil {
+		tc := *s.Traces
+		s.runAs(ctx, sup, "projector.otel", catalog.ComponentProjector, func(ctx context.Context, b *bus.Bus) (component.Component, func(), error) {
+			exp, err := traces.NewExporter(ctx, tc.Exporter)
+			if err != nil {
+				return nil, nil, err
+			}
+			sink, err := traces.NewSink(exp, traces.SinkOptions{})
+			if err != nil {
+				return nil, nil, err
+			}
+			shutdown := func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				_ = sink.Shutdown(sctx)
+			}
+			cfg := tc.Live
+			cfg.Sink = sink
+			if cfg.Logger == nil {
+				cfg.Logger = s.Logger
+			}
+			l, err := traces.NewLive(b, cfg)
+			return l, shutdown, err
+		})
+	}
 }
 
 // run adds component identity to sup: connect, build, run, then release
 // what build returned and the connection.
 func (s Set) run(ctx context.Context, sup *component.Supervisor, identity string,
 	build func(ctx context.Context, b *bus.Bus) (component.Component, func(), error)) {
-	sup.Go(identity, func(ctx context.Context) error {
+	s.runAs(ctx, sup, identity, identity, build)
+}
+
+// runAs is run under a supervisor name of its own (a second component of
+// one identity).
+func (s Set) runAs(ctx context.Context, sup *component.Supervisor, name, identity string,
+	build func(ctx context.Context, b *bus.Bus) (component.Component, func(), error)) {
+	sup.Go(name, func(ctx context.Context) error {
 		b, err := s.Connect(ctx, identity)
 		if err != nil {
 			return fmt.Errorf("connect: %w", err)

@@ -1,0 +1,65 @@
+package bus
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ReadExportEvents reads the events of a `vera events export` file (see
+// Export), grouped by run, each run's in file (stream) order, and the runs
+// in the order they first appear. Blob lines are skipped; a vera.bus.raw
+// line counts when the message it carries is a valid event (an outside
+// event without runid) and is skipped when it is malformed. A line that is
+// not a valid envelope is an error naming its number.
+func ReadExportEvents(r io.Reader) (runs map[string][]Event, order []string, err error) {
+	runs = map[string][]Event{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if strings.TrimSpace(string(line)) == "" {
+			continue
+		}
+		var ev Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, nil, fmt.Errorf("line %d: not an event envelope: %w", n, err)
+		}
+		switch ev.Type {
+		case BlobType:
+			continue
+		case RawType:
+			var raw struct {
+				SubjectTail string `json:"subject_tail"`
+				RawBase64   string `json:"raw_base64"`
+				Malformed   string `json:"malformed"`
+			}
+			if json.Unmarshal(ev.Data, &raw) != nil || raw.Malformed != "" {
+				continue
+			}
+			b, err := base64.StdEncoding.DecodeString(raw.RawBase64)
+			if err != nil {
+				continue
+			}
+			inner, err := ParseStored(SubjectRoot+"."+ev.RunID+"."+raw.SubjectTail, b)
+			if err != nil {
+				continue
+			}
+			ev = inner
+		}
+		if err := ev.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if _, ok := runs[ev.RunID]; !ok {
+			order = append(order, ev.RunID)
+		}
+		runs[ev.RunID] = append(runs[ev.RunID], ev)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, err
+	}
+	return runs, order, nil
+}
