@@ -6,10 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/docker/docker/api/types/container"
 
@@ -24,6 +28,7 @@ import (
 	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 	"github.com/vera-run/vera/projector"
+	"github.com/vera-run/vera/projector/traces"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/sandboxd/image/imagetest"
 	"github.com/vera-run/vera/verifierd/deepverify"
@@ -41,6 +46,7 @@ func TestConformance(t *testing.T) {
 		catalog.ComponentDeepVerify: deepVerifySubject,
 		catalog.ComponentVerifyFast: verifyFastSubject,
 		catalog.ComponentProjector:  projectorSubject,
+		"projector.otel":            tracesSubject,
 	} {
 		t.Run(name, func(t *testing.T) { componenttest.Run(t, subject(t)) })
 	}
@@ -257,6 +263,56 @@ func projectorSubject(t *testing.T) componenttest.Subject {
 			return componenttest.DigestFiles(func(n string) ([]byte, error) { return os.ReadFile(filepath.Join(dir(runID), n)) }, files...)
 		},
 		BadType: catalog.TypeNotesAppended,
+		BadData: []componenttest.BadData{
+			{Data: `{"step":1,"author":"mallory","text":"x"}`, Want: "/author"},
+		},
+	}
+}
+
+// tracesSubject is the live trace projector, exporting to an in-memory
+// exporter (the SDK's own, from its tracetest package).
+func tracesSubject(t *testing.T) componenttest.Subject {
+	exp := tracetest.NewInMemoryExporter()
+	spans := func(runID string) []string {
+		var out []string
+		for _, s := range exp.GetSpans() {
+			if s.SpanContext.TraceID() == trace.TraceID(bus.TraceID(runID)) {
+				out = append(out, fmt.Sprintf("%s %s %s", s.SpanContext.SpanID(), s.Parent.SpanID(), s.Name))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	return componenttest.Subject{
+		New: func(t testing.TB, b *bus.Bus) (component.Component, func()) {
+			sink, err := traces.NewSink(exp, traces.SinkOptions{Sync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := traces.NewLive(b, traces.LiveConfig{Sink: sink, Hold: 50 * time.Millisecond, Logger: bustest.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The in-memory exporter outlives the sink: its spans are
+			// read after the component stopped.
+			return l, func() { sink.Flush(context.Background()) }
+		},
+		Trigger: func(t testing.TB, pub *bus.Bus, runID string) {
+			publish(t, pub, runID, catalog.TaskSubmitted{SubmittedBy: "conformance", RunConfig: catalog.RunConfig{
+				Task: "t", WorkDir: t.TempDir(), Model: catalog.ModelConfig{BaseURL: "http://127.0.0.1:1", Name: "m"}}})
+			publish(t, pub, runID, catalog.ToolRequested{RequestID: "req-s0001", Requester: catalog.RequesterAgent, Tool: "shell", Command: "true", Step: 1})
+			publish(t, pub, runID, catalog.ToolFinished{RequestID: "req-s0001", Requester: catalog.RequesterAgent})
+			publish(t, pub, runID, catalog.NotesAppended{Step: 1, Author: "agent", Text: "a note"})
+			publish(t, pub, runID, catalog.RunFinished{Outcome: catalog.OutcomeUnresolved, Steps: 1})
+		},
+		Reacted: func(t testing.TB, r *bus.Bus, runID string) bool {
+			return slices.ContainsFunc(spans(runID), func(s string) bool { return strings.HasSuffix(s, " invoke_agent vera") })
+		},
+		// A backend keys spans by trace and span id: the set of them must
+		// not change when the events are delivered again (the spans are
+		// then exported again, with the same ids).
+		Snapshot: func(t testing.TB, runID string) string { return strings.Join(slices.Compact(spans(runID)), "\n") },
+		BadType:  catalog.TypeNotesAppended,
 		BadData: []componenttest.BadData{
 			{Data: `{"step":1,"author":"mallory","text":"x"}`, Want: "/author"},
 		},

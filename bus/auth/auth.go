@@ -109,7 +109,7 @@ var ComponentDurables = map[string][]string{
 	catalog.ComponentLogic:      {"verifier-logic"},
 	catalog.ComponentDeepVerify: {"verifier-deepverify"},
 	catalog.ComponentVerifyFast: {"verifier-verifyfast"},
-	catalog.ComponentProjector:  {"projector-files"},
+	catalog.ComponentProjector:  {"projector-files", "projector-otel"},
 }
 
 // The streams an identity may read.

@@ -21,6 +21,7 @@ import (
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/projector"
+	"github.com/vera-run/vera/projector/traces"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/verifierd/deepverify"
 	"github.com/vera-run/vera/verifierd/logic"
@@ -37,7 +38,7 @@ func TestComponentDurablesAreProtected(t *testing.T) {
 		catalog.ComponentLogic:      {logic.DefaultDurable},
 		catalog.ComponentDeepVerify: {deepverify.Durable},
 		catalog.ComponentVerifyFast: {verifyfast.DefaultLiveDurable},
-		catalog.ComponentProjector:  {projector.FilesDurable},
+		catalog.ComponentProjector:  {projector.FilesDurable, traces.Durable},
 	}
 	for c, names := range have {
 		if !slices.Equal(auth.ComponentDurables[c], names) {

@@ -55,9 +55,11 @@ func NewSink(exp sdktrace.SpanExporter, opts SinkOptions) (*Sink, error) {
 			return nil, err
 		}
 	}
-	proc := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking(), sdktrace.WithMaxQueueSize(8192))
+	var proc sdktrace.SpanProcessor
 	if opts.Sync {
 		proc = sdktrace.NewSimpleSpanProcessor(exp)
+	} else {
+		proc = sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking(), sdktrace.WithMaxQueueSize(8192))
 	}
 	limits := sdktrace.NewSpanLimits()
 	limits.EventCountLimit = MaxSpanEvents

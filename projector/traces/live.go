@@ -13,6 +13,9 @@ import (
 	"github.com/vera-run/vera/component"
 )
 
+// Durable is the live trace projector's durable consumer.
+const Durable = "projector-otel"
+
 // LiveConfig configures the live trace projector.
 type LiveConfig struct {
 	// Sink receives the spans (required).
@@ -52,7 +55,7 @@ func (c *LiveConfig) SetDefaults() error {
 		c.MaxRuns = 10000
 	}
 	if c.Durable == "" {
-		c.Durable = component.Durable(catalog.ComponentProjector, "otel")
+		c.Durable = Durable
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 16
