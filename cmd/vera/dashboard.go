@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -58,6 +59,9 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			if err := runs.template().ValidateSecrets(); err != nil {
 				return usageError{fmt.Errorf("--api-key-env / --base-url: %w", err)}
 			}
+			if err := runs.checkTraceUI(); err != nil {
+				return usageError{err}
+			}
 			ctx := cmd.Context()
 			g.credsDataDir = dataDir // its identity is in DATA_DIR/creds
 			b, err := g.connect(ctx, catalog.ComponentDashboard, false, log)
@@ -80,7 +84,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			}
 			tmpl := runs.template()
 			d, err := dashboard.New(dashboard.Options{
-				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, MaxStreams: maxStreams, Logger: log,
+				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, MaxStreams: maxStreams, TraceURL: runs.traceUI, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -116,13 +120,15 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 	f.BoolVar(&runs.network, "network", true, "let the sandbox reach the network (curl/wget)")
 	f.BoolVar(&noMetrics, "no-metrics", false, "do not fold the stream into the metrics panel")
 	f.IntVar(&maxStreams, "max-streams", dashboard.DefaultMaxStreams, "live feeds (SSE) served at once; one more gets 503 with Retry-After")
+	runs.registerTraceUI(cmd)
 	return cmd
 }
 
 // dashboardRunFlags are the settings of runs started from a dashboard
 // (`vera dashboard` registers all of them; `vera up`, whose --network names
 // the sandboxes' Docker network, registers the model, the budget and the
-// auditor, and keeps the network on).
+// auditor, and keeps the network on), and the dashboard's trace UI link
+// (--trace-ui-url, registered by both).
 type dashboardRunFlags struct {
 	model       modelFlags
 	maxSteps    int
@@ -130,6 +136,23 @@ type dashboardRunFlags struct {
 	auditRounds int
 	verifyFast  bool
 	network     bool
+	traceUI     string // dashboard.Options.TraceURL
+}
+
+// registerTraceUI adds --trace-ui-url.
+func (f *dashboardRunFlags) registerTraceUI(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.traceUI, "trace-ui-url", os.Getenv("VERA_TRACE_UI_URL"),
+		"link each run on the dashboard to its trace in this tracing UI: a URL with {trace_id} where the run's trace id goes "+
+			"(any UI whose trace page URL contains the trace id, e.g. http://127.0.0.1:16686/trace/{trace_id} for Jaeger, "+
+			"a Grafana Explore URL for Tempo), or a Jaeger UI base URL (/trace/{trace_id} is appended); empty = no links (env VERA_TRACE_UI_URL)")
+}
+
+// checkTraceUI checks --trace-ui-url.
+func (f *dashboardRunFlags) checkTraceUI() error {
+	if _, err := dashboard.TraceURLTemplate(f.traceUI); err != nil {
+		return fmt.Errorf("--trace-ui-url: %w", err)
+	}
+	return nil
 }
 
 // register adds the flags `vera up` takes.
@@ -137,6 +160,7 @@ func (f *dashboardRunFlags) register(cmd *cobra.Command) {
 	f.model.register(cmd, "", "agent model of runs started from the dashboard")
 	cmd.Flags().IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of runs started from the dashboard; 0 = unlimited (env MAX_STEPS)")
 	cmd.Flags().BoolVar(&f.auditor, "auditor", false, "audit the answers of runs started from the dashboard with the DeepVerifier auditor")
+	f.registerTraceUI(cmd)
 	f.network = true
 }
 

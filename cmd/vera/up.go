@@ -222,7 +222,7 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 		}
 		defer db.Close()
 		m := projector.NewMetrics(mb, log)
-		d, err := dashboard.New(dashboard.Options{Bus: db, Metrics: m, DataDir: f.dataDir, Template: f.dm.template(), Logger: log})
+		d, err := dashboard.New(dashboard.Options{Bus: db, Metrics: m, DataDir: f.dataDir, Template: f.dm.template(), TraceURL: f.dm.traceUI, Logger: log})
 		if err != nil {
 			ln.Close()
 			cancel()

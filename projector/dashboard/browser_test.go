@@ -241,3 +241,66 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("JavaScript error on the page: %s", msg)
 	}
 }
+
+// TestBrowserTraceLink: with a trace UI configured, the selected run's
+// header has a "Trace" link to its trace (the run's trace id in the
+// template, opening in a new tab with rel="noopener noreferrer"), which
+// follows the selection; without one there is no link at all.
+func TestBrowserTraceLink(t *testing.T) {
+	path := chromium(t)
+	ctx := browser(t, path)
+	runA := "01J9ZZZZZZZZZZZZZZZZZZZZZA"
+	runB := "run_from-another_tool-7" // not a ULID: its trace id is hashed
+	publishTask := func(e *testEnv, runID string) {
+		e.publish(runID, catalog.TaskSubmitted{RunConfig: catalog.RunConfig{Task: "task of " + runID, WorkDir: "/tmp/w"}, SubmittedBy: "cli"})
+	}
+	pick := func(e *testEnv, runID string) {
+		t.Helper()
+		sel := fmt.Sprintf(`#sessions li[data-run=%q]`, runID)
+		waitJS(t, ctx, "session "+runID+" listed", fmt.Sprintf(`!!document.querySelector(%s)`, jsString(sel)))
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(t, ctx, runID+" selected", `document.getElementById('run-id').textContent === `+jsString(runID)+` && document.getElementById('task').value === `+jsString("task of "+runID))
+	}
+	linkIs := func(runID, want string) {
+		t.Helper()
+		waitJS(t, ctx, "the trace link of "+runID, `(() => {
+			const links = document.querySelectorAll('#run-panel a');
+			const a = document.getElementById('trace-link');
+			return links.length === 1 && links[0] === a && a.textContent === 'Trace' &&
+				a.getAttribute('href') === `+jsString(want)+` && a.target === '_blank' && a.rel === 'noopener noreferrer';
+		})()`)
+	}
+
+	// Configured: a Jaeger template.
+	e := startEnv(t, false, func(o *Options) { o.TraceURL = "http://127.0.0.1:16686/trace/{trace_id}" })
+	publishTask(e, runA)
+	publishTask(e, runB)
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url+"/#token="+e.srv.ReadToken())); err != nil {
+		t.Fatal(err)
+	}
+	pick(e, runA)
+	linkIs(runA, "http://127.0.0.1:16686/trace/"+wantTraceID(runA))
+	pick(e, runB)
+	linkIs(runB, "http://127.0.0.1:16686/trace/"+wantTraceID(runB))
+	// The page itself links to http(s) URLs only, whatever the API says.
+	waitJS(t, ctx, "only http(s) links", `safeHTTPURL('javascript:alert(1)') === null && safeHTTPURL('JAVASCRIPT:alert(1)') === null &&
+		safeHTTPURL('data:text/html,x') === null && safeHTTPURL('ftp://x/') === null && safeHTTPURL('/trace/x') === null &&
+		safeHTTPURL(undefined) === null && safeHTTPURL('https://jaeger.example/trace/ab') === 'https://jaeger.example/trace/ab'`)
+
+	// Not configured: no link.
+	e2 := startEnv(t, false)
+	publishTask(e2, runA)
+	if err := chromedp.Do(ctx, chromedp.Navigate(e2.url+"/#token="+e2.srv.ReadToken())); err != nil {
+		t.Fatal(err)
+	}
+	pick(e2, runA)
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#run-panel a, #trace-link').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d trace links without a trace UI", n)
+	}
+}

@@ -35,6 +35,11 @@
 // yet": once a run has a task, starting it again is 409 (the prompt locks
 // after start), even for two racing requests.
 //
+// Every session the API describes carries the run's trace id (trace_id:
+// bus.TraceID in hex) and, when Options.TraceURL names a tracing UI, its
+// trace page there (trace_url), which the page links to from the run's
+// header.
+//
 // # HTTP API
 //
 //	GET  /                          the page (index.html, app.js, style.css)

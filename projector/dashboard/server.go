@@ -73,7 +73,16 @@ type Options struct {
 	// MaxStreams caps the live SSE streams served at once; one more is
 	// answered 503 with Retry-After. Default DefaultMaxStreams.
 	MaxStreams int
-	Logger     *slog.Logger
+	// TraceURL, when set, links each run to its trace in a tracing UI: a
+	// URL template in which {trace_id} stands for the run's trace id
+	// (bus.TraceID, 32 lowercase hex digits), e.g.
+	// http://127.0.0.1:16686/trace/{trace_id} for Jaeger, or a Grafana
+	// Explore URL with {trace_id} in its query for Tempo: any UI whose
+	// trace page URL contains the trace id. A URL without {trace_id} is a
+	// Jaeger UI base URL: /trace/{trace_id} is appended. It must be an
+	// absolute http(s) URL (see TraceURLTemplate); empty: no links.
+	TraceURL string
+	Logger   *slog.Logger
 }
 
 // DefaultMaxStreams is the default cap on live SSE streams.
@@ -115,6 +124,7 @@ type Server struct {
 	handlerHubs []*hub              // hubs the handler started without Serve (Close stops them)
 	closed      bool
 	sessions    *sessionIndex
+	traceTmpl   string // Options.TraceURL with {trace_id}, or ""
 }
 
 var errClosed = errors.New("dashboard: the server is closed")
@@ -132,6 +142,10 @@ func New(opts Options) (*Server, error) {
 	// there would be in every vera.task.submitted.
 	if err := opts.Template.ValidateSecrets(); err != nil {
 		return nil, fmt.Errorf("dashboard: the settings of new runs: %w", err)
+	}
+	traceTmpl, err := TraceURLTemplate(opts.TraceURL)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: Options.TraceURL: %w", err)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -163,6 +177,7 @@ func New(opts Options) (*Server, error) {
 		tokenFile: filepath.Join(dataDir, TokenFileName),
 		allowed:   map[string]bool{},
 		cop:       http.NewCrossOriginProtection(),
+		traceTmpl: traceTmpl,
 	}
 	for _, h := range opts.AllowedHosts {
 		s.allowed[strings.ToLower(h)] = true

@@ -45,7 +45,12 @@ type Session struct {
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
 	Outcome     string    `json:"outcome,omitempty"`
 	Seq         uint64    `json:"seq,omitempty"` // stream sequence of vera.task.submitted
-	created     time.Time
+	// TraceID is the run's trace id (bus.TraceID in hex), a function of
+	// the run id alone; TraceURL is its page in the trace UI, when the
+	// dashboard has one (Options.TraceURL).
+	TraceID  string `json:"trace_id"`
+	TraceURL string `json:"trace_url,omitempty"`
+	created  time.Time
 }
 
 // SessionList is the answer of GET /api/sessions. LastSeq is the last
@@ -214,6 +219,9 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadGateway, "list sessions: %v", err)
 		return
 	}
+	for i := range list {
+		list[i] = s.withTrace(list[i])
+	}
 	writeJSON(w, http.StatusOK, SessionList{Sessions: list, LastSeq: last})
 }
 
@@ -236,7 +244,7 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	x.pending[id] = sess
 	x.mu.Unlock()
 	s.log.Info("dashboard: new session", "run", id)
-	writeJSON(w, http.StatusCreated, *sess)
+	writeJSON(w, http.StatusCreated, s.withTrace(*sess))
 }
 
 // StartRequest is the body of POST /api/runs/{id}/start.

@@ -108,6 +108,7 @@ async function loadSessions() {
     if (!r.ok) throw new Error(j.error || r.statusText);
     sessions = j.sessions || [];
     renderSessions();
+    renderTraceLink();
     if (!lifecycleES) watchLifecycle(j.last_seq || 0);
   } catch (e) {
     setConn(false, 'sessions: ' + e.message);
@@ -206,6 +207,7 @@ function selectRun(id, knownState) {
   const s = sessions.find((x) => x.run_id === id);
   const state = knownState || (s ? s.state : 'unknown');
   setRunState(run, state);
+  renderTraceLink();
   // Editable only for a session known to have no task yet.
   lockTask(state !== 'new', state === 'new' ? '' : 'loading…');
   renderSessions();
@@ -228,6 +230,33 @@ function selectRun(id, knownState) {
   });
   es.onopen = () => setConn(true, 'live');
   es.onerror = () => setConn(false, 'reconnecting…');
+}
+
+// safeHTTPURL returns u normalised when it is an absolute http(s) URL, else
+// null: a link never gets another scheme (javascript:, data:...).
+function safeHTTPURL(u) {
+  if (typeof u !== 'string' || u === '') return null;
+  let parsed;
+  try { parsed = new URL(u); } catch (_) { return null; }
+  return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? parsed.href : null;
+}
+
+// renderTraceLink shows a "Trace" link to the selected run's trace in the
+// trace UI when the server has one (trace_url in the session list), and
+// nothing otherwise.
+function renderTraceLink() {
+  const box = $('trace-link-box');
+  clear(box);
+  if (!cur) return;
+  const s = sessions.find((x) => x.run_id === cur.id);
+  const href = s ? safeHTTPURL(s.trace_url) : null;
+  if (!href) return;
+  const a = el('a', { class: 'trace-link', title: 'trace ' + (s.trace_id || '') + ' in the trace UI' }, 'Trace');
+  a.id = 'trace-link';
+  a.href = href;
+  a.target = '_blank';
+  a.rel = 'noopener noreferrer';
+  box.append(a);
 }
 
 function setRunState(run, state) {
