@@ -34,7 +34,8 @@ type SinkOptions struct {
 	Resource *resource.Resource
 	// Sync exports each span before Emit returns (one export call per
 	// span); otherwise spans are batched (the SDK's batch processor, which
-	// blocks rather than drops when its queue is full).
+	// blocks rather than drops when its queue is full, and sends a batch
+	// at least every second unless OTEL_BSP_SCHEDULE_DELAY says otherwise).
 	Sync bool
 }
 
@@ -59,7 +60,13 @@ func NewSink(exp sdktrace.SpanExporter, opts SinkOptions) (*Sink, error) {
 	if opts.Sync {
 		proc = sdktrace.NewSimpleSpanProcessor(exp)
 	} else {
-		proc = sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking(), sdktrace.WithMaxQueueSize(8192))
+		bopts := []sdktrace.BatchSpanProcessorOption{sdktrace.WithBlocking(), sdktrace.WithMaxQueueSize(8192)}
+		if os.Getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+			// The SDK waits up to 5 s to fill a batch; a run watched as it
+			// happens wants its spans sooner.
+			bopts = append(bopts, sdktrace.WithBatchTimeout(time.Second))
+		}
+		proc = sdktrace.NewBatchSpanProcessor(exp, bopts...)
 	}
 	limits := sdktrace.NewSpanLimits()
 	limits.EventCountLimit = MaxSpanEvents
@@ -153,8 +160,9 @@ func (projectedIDs) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID
 // OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_EXPORTER_OTLP_CERTIFICATE...).
 type ExporterConfig struct {
 	// Endpoint is the OTLP base URL, e.g. http://127.0.0.1:4318 (HTTP) or
-	// http://127.0.0.1:4317 (gRPC). For HTTP, /v1/traces is appended when
-	// the URL has no path, as for OTEL_EXPORTER_OTLP_ENDPOINT. Empty:
+	// http://127.0.0.1:4317 (gRPC). For HTTP, /v1/traces is appended to
+	// its path (unless it ends so already), as for
+	// OTEL_EXPORTER_OTLP_ENDPOINT. Empty:
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is), else
 	// OTEL_EXPORTER_OTLP_ENDPOINT.
 	Endpoint string
@@ -213,8 +221,8 @@ func NewExporter(ctx context.Context, c ExporterConfig) (sdktrace.SpanExporter, 
 			if err != nil {
 				return nil, err
 			}
-			if u.Path == "" || u.Path == "/" {
-				u.Path = "/v1/traces"
+			if p := strings.TrimSuffix(u.Path, "/"); !strings.HasSuffix(p, "/v1/traces") {
+				u.Path = p + "/v1/traces"
 			}
 			opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
 		}

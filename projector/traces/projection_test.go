@@ -399,3 +399,16 @@ func TestUnfinishedRun(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryTypeIsMapped: docs/otel.md has a row for every catalogue type.
+func TestEveryTypeIsMapped(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/otel.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range catalog.Types() {
+		if !strings.Contains(string(doc), "\n| `"+typ+"` |") {
+			t.Errorf("docs/otel.md has no row for %s", typ)
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package traces_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/projector/traces"
+)
+
+// benchRun is a run of steps agent steps, each with the events a real
+// step has: a model call, the parsed step, a command with its evidence and
+// ledger line, a note and a logic verdict (10 events, 3 spans per step).
+func benchRun(b *bus.Bus, runID string, steps int) []bus.Event {
+	var evs []bus.Event
+	add := func(p bus.Payload) {
+		ev, err := b.Events.New(runID, p)
+		if err != nil {
+			panic(err)
+		}
+		evs = append(evs, ev)
+	}
+	model := catalog.ModelConfig{BaseURL: "http://127.0.0.1:1234/v1", Name: "local-model"}
+	add(catalog.TaskSubmitted{SubmittedBy: "bench", RunConfig: catalog.RunConfig{Task: "t", WorkDir: "/tmp/w", Model: model}})
+	add(catalog.RunStarted{AgentID: "a", Config: catalog.RunConfig{Task: "t", WorkDir: "/tmp/w", Model: model}})
+	for s := 1; s <= steps; s++ {
+		call, req := fmt.Sprintf("call-agent-s%04d", s), fmt.Sprintf("req-s%04d", s)
+		ev := fmt.Sprintf("ev_%04d", s)
+		add(catalog.ModelRequested{CallID: call, Scope: catalog.ScopeAgent, Step: s, Model: model.Name, BaseURL: model.BaseURL, Attempt: 1, MessageCount: 3})
+		add(catalog.ModelResponded{CallID: call, Scope: catalog.ScopeAgent, Step: s, Model: model.Name, Attempt: 1, LatencyMS: 900, FinishReason: "stop",
+			Usage: catalog.TokenUsage{Prompt: 2000, Completion: 150, Total: 2150}, Text: "THOUGHT: look\nACTION: {}"})
+		add(catalog.AgentStep{Step: s, Thought: "look", Action: "{}", ActionTool: "shell", Command: "ls /input", ModelCallID: call, RequestID: req})
+		add(catalog.ToolRequested{RequestID: req, Requester: catalog.RequesterAgent, Tool: "shell", Command: "ls /input", Step: s})
+		add(catalog.ToolStarted{RequestID: req, Container: "vera-x", ContainerID: "c", StartedAt: time.Now()})
+		add(catalog.ToolFinished{RequestID: req, Requester: catalog.RequesterAgent, DurationMS: 40, Stdout: catalog.Output{Head: "a\nb\n", Bytes: 4}})
+		add(catalog.EvidenceRecorded{EvidenceID: ev, RequestID: req, Step: s, Command: "ls /input", Excerpt: "a b"})
+		add(catalog.LedgerMove{Step: s, MoveType: "inspect", Command: "ls /input", Outcome: "new_evidence", EvidenceID: ev, RequestID: req})
+		add(catalog.NotesAppended{Step: s, Author: "agent", Text: "saw a and b"})
+		add(catalog.LogicVerdict{Step: s, ThinkingEval: 1, ActionEval: 1, ThinkingEvalReason: "Different action.", VerifierType: "logic", DecidedBy: "logic"})
+	}
+	add(catalog.RunFinished{Outcome: catalog.OutcomeUnresolved, Reason: "bench", Steps: steps})
+	return evs
+}
+
+// countingExporter records when each span reached it.
+type countingExporter struct {
+	mu     sync.Mutex
+	n      int
+	root   bool
+	delays []time.Duration // export time - span end (the closing event's time)
+}
+
+func (c *countingExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range spans {
+		c.n++
+		c.delays = append(c.delays, now.Sub(s.EndTime()))
+		if s.Name() == "invoke_agent vera" {
+			c.root = true
+		}
+	}
+	return nil
+}
+
+func (c *countingExporter) Shutdown(context.Context) error { return nil }
+
+func (c *countingExporter) done() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.root
+}
+
+func rawRead(tb testing.TB, b *bus.Bus, filter string) int {
+	ctx := context.Background()
+	cons, err := b.JetStream().OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer it.Stop()
+	n := 0
+	for {
+		m, err := it.Next()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n++
+		meta, err := m.Metadata()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if meta.NumPending == 0 {
+			return n
+		}
+	}
+}
+
+func runLive(tb testing.TB, b *bus.Bus, exp sdktrace.SpanExporter, durable string, sync bool) (stop func()) {
+	sink, err := traces.NewSink(exp, traces.SinkOptions{Sync: sync})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := traces.NewLive(b, traces.LiveConfig{Sink: sink, Hold: -1, Durable: durable})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stopLive := bustest.Start(tb, "traces", l.Run)
+	return func() {
+		stopLive()
+		sink.Shutdown(context.Background())
+	}
+}
+
+// BenchmarkLiveTraces measures the live trace projector (the real
+// consumer, fold and SDK with its batch span processor, exporting to an
+// in-process exporter that only counts) catching up on a stored run of
+// 1000 steps (10 002 events, 3 001 spans), against a raw ordered-consumer
+// read of the same events (nats.go, no parsing) on the same server in the
+// same iteration. ratio = raw time / projector time.
+func BenchmarkLiveTraces(b *testing.B) {
+	_, bb := bustest.New(b)
+	var raw, live time.Duration
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		runID := "bench-" + strconv.Itoa(i)
+		evs := benchRun(bb, runID, 1000)
+		if _, err := bb.PublishBatch(context.Background(), evs); err != nil {
+			b.Fatal(err)
+		}
+		filter, _ := bus.FilterSubject(runID, "")
+		t0 := time.Now()
+		if got := rawRead(b, bb, filter); got != len(evs) {
+			b.Fatalf("raw read %d of %d", got, len(evs))
+		}
+		t1 := time.Now()
+		exp := &countingExporter{}
+		stop := runLive(b, bb, exp, "bench-traces-"+strconv.Itoa(i), false)
+		for !exp.done() {
+			time.Sleep(time.Millisecond)
+		}
+		t2 := time.Now()
+		stop()
+		raw += t1.Sub(t0)
+		live += t2.Sub(t1)
+		n += len(evs)
+	}
+	b.ReportMetric(float64(n)/live.Seconds(), "live-events/s")
+	b.ReportMetric(float64(n)/raw.Seconds(), "raw-events/s")
+	b.ReportMetric(raw.Seconds()/live.Seconds(), "ratio")
+}
+
+// BenchmarkLiveTraceDelay publishes a run one event at a time while the
+// projector runs (hold 0, each span exported as it ends, synchronously)
+// and reports the delay from a span's closing event (its time, taken when
+// it was published) to its export, at p50 and p99. In production add the
+// hold (--otlp-hold, 2 s) and the batch processor's delay (1 s).
+func BenchmarkLiveTraceDelay(b *testing.B) {
+	_, bb := bustest.New(b)
+	var all []time.Duration
+	for i := 0; b.Loop(); i++ {
+		runID := "delay-" + strconv.Itoa(i)
+		exp := &countingExporter{}
+		stop := runLive(b, bb, exp, "delay-traces-"+strconv.Itoa(i), true)
+		for _, ev := range benchRun(bb, runID, 100) {
+			ev.Time = time.Now().UTC()
+			if _, err := bb.Publish(context.Background(), ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for !exp.done() {
+			time.Sleep(time.Millisecond)
+		}
+		stop()
+		all = append(all, exp.delays...)
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/float64(b.N), "spans/op")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+}
