@@ -18,7 +18,7 @@ import (
 
 // MarshalJSON encodes the envelope compactly, members in a fixed order.
 func (e Event) MarshalJSON() ([]byte, error) {
-	return e.appendJSON(make([]byte, 0, 256+len(e.Data)+len(e.DataBase64)*4/3))
+	return e.appendJSON(make([]byte, 0, 384+len(e.Data)+len(e.DataBase64)*4/3))
 }
 
 func (e *Event) appendJSON(b []byte) ([]byte, error) {
@@ -42,11 +42,23 @@ func (e *Event) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"datacontenttype":`...)
 		b = appendString(b, e.DataContentType)
 	}
+	if e.DataSchema != "" {
+		b = append(b, `,"dataschema":`...)
+		b = appendString(b, e.DataSchema)
+	}
 	b = append(b, `,"runid":`...)
 	b = appendString(b, e.RunID)
 	if e.CausationID != "" {
 		b = append(b, `,"causationid":`...)
 		b = appendString(b, e.CausationID)
+	}
+	if e.Traceparent != "" {
+		b = append(b, `,"traceparent":`...)
+		b = appendString(b, e.Traceparent)
+	}
+	if e.Tracestate != "" {
+		b = append(b, `,"tracestate":`...)
+		b = appendString(b, e.Tracestate)
 	}
 	if len(e.Data) > 0 {
 		b = append(b, `,"data":`...)
@@ -431,6 +443,12 @@ func (e *Event) decodeMember(s *scanner, name string) error {
 		dst = &e.RunID
 	case "causationid":
 		dst = &e.CausationID
+	case "dataschema":
+		dst = &e.DataSchema
+	case "traceparent":
+		dst = &e.Traceparent
+	case "tracestate":
+		dst = &e.Tracestate
 	case "time":
 		if s.peek() == 'n' {
 			e.Time = time.Time{}

@@ -73,7 +73,8 @@ type ExportStats struct {
 }
 
 // Export writes every message stored for a run as JSON Lines, in stream
-// order. A valid event is one compact envelope per line, as stored. A
+// order. A valid event is one compact envelope per line, as stored (a
+// CloudEvent stored in binary mode, as its structured envelope). A
 // message whose bytes cannot stand alone (a malformed one, or an event
 // without runid) is written verbatim inside a line of type vera.bus.raw
 // (see RawType), marked with the reason when it is malformed, so that
@@ -128,6 +129,17 @@ func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (Expo
 		}
 		line.Reset()
 		switch {
+		case rec.Err == nil && rec.Event.binary:
+			// A binary-mode CloudEvent (an outside tool's SDK default):
+			// its stored bytes are only its data, so its line is its
+			// structured form, runid included (from the subject when the
+			// headers had none). Imported, it is an ordinary event.
+			raw, err := rec.Event.Marshal()
+			if err != nil {
+				return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
+			}
+			line.Write(raw)
+			st.Events++
 		case rec.Err == nil && !rec.Event.runFromSubject:
 			if err := json.Compact(&line, rec.Raw); err != nil {
 				return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
@@ -415,7 +427,11 @@ func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[
 		return nil
 	}
 	seen[key] = true
-	q.msgs = append(q.msgs, &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}})
+	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	if !malformed {
+		msg = eventMsg(subj, data) // an envelope: marked as structured mode
+	}
+	q.msgs = append(q.msgs, msg)
 	q.ids = append(q.ids, msgID)
 	q.malformed = append(q.malformed, malformed)
 	return nil

@@ -138,7 +138,18 @@ func (b *Bus) message(ev *Event) (*nats.Msg, error) {
 	if len(data) > int(b.opts.MaxMsgSize) {
 		return nil, fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrTooLarge, ev.Type, ev.ID, len(data), b.opts.MaxMsgSize)
 	}
-	return &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}, nil
+	return eventMsg(subj, data), nil
+}
+
+// eventMsg is the NATS message of a structured-mode envelope: its bytes
+// on its subject, marked with the header Content-Type:
+// application/cloudevents+json as the CloudEvents NATS protocol binding
+// marks structured mode. (Dead letters and other non-events are not
+// marked.)
+func eventMsg(subject string, envelope []byte) *nats.Msg {
+	h := make(nats.Header, 2) // room for Nats-Msg-Id
+	h[HeaderContentType] = []string{ContentTypeCloudEvents}
+	return &nats.Msg{Subject: subject, Data: envelope, Header: h}
 }
 
 func (o publishOptions) jsOpts(id, subject string) []jetstream.PublishOpt {

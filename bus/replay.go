@@ -36,7 +36,9 @@ type ReadOptions struct {
 
 // Record is one stored message as Read returns it. Err is set (and Event is
 // partial) when the message is not a valid envelope; Raw always holds the
-// bytes as stored.
+// bytes as stored. A CloudEvent stored in binary mode (attributes in
+// headers, see ParseStoredMsg) is read as the same Event; its Raw is its
+// data alone, and Envelope gives its structured form.
 type Record struct {
 	Sequence uint64
 	Subject  string
@@ -45,6 +47,11 @@ type Record struct {
 	Event    Event
 	Err      error
 }
+
+// Envelope returns the record's envelope as JSON: Raw for a structured
+// message (and for a malformed one, which has no envelope), the event's
+// structured form (Event.Marshal) for a binary-mode one.
+func (r *Record) Envelope() ([]byte, error) { return envelopeOf(&r.Event, r.Raw, r.Err) }
 
 // Read returns the stored events in stream order through an ordered
 // consumer. The sequence ends early with an error if the server fails or ctx
@@ -142,7 +149,7 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 				return
 			}
 			rec := Record{Sequence: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Raw: m.Data()}
-			rec.Event, rec.Err = ParseStored(rec.Subject, rec.Raw)
+			rec.Event, rec.Err = ParseStoredMsg(rec.Subject, m.Headers(), rec.Raw)
 			if !yield(rec, nil) {
 				return
 			}
@@ -233,7 +240,7 @@ func (b *Bus) readDirect(ctx context.Context, filter string, seq uint64, yield f
 			return 0, true
 		}
 		rec := Record{Sequence: m.Sequence, Subject: m.Subject, Stored: m.Time, Raw: m.Data}
-		rec.Event, rec.Err = ParseStored(rec.Subject, rec.Raw)
+		rec.Event, rec.Err = ParseStoredMsg(rec.Subject, m.Header, rec.Raw)
 		if !yield(rec, nil) {
 			return 0, true
 		}
