@@ -390,11 +390,11 @@ func decodeEnvelope(data []byte, e *Event) error {
 			if err != nil {
 				return err
 			}
-			name := string(key[1 : len(key)-1])
-			if !plain {
-				if err := json.Unmarshal(key, &name); err != nil {
-					return fmt.Errorf("%w: %v", errSyntax, err)
-				}
+			var name string
+			if plain {
+				name = memberName(key[1 : len(key)-1])
+			} else if name, err = unquoteKey(key); err != nil {
+				return err
 			}
 			s.ws()
 			if s.peek() != ':' {
@@ -422,6 +422,53 @@ func decodeEnvelope(data []byte, e *Event) error {
 		return s.fail("data after the envelope")
 	}
 	return nil
+}
+
+// unquoteKey decodes a member key with escapes or non-ASCII (a separate
+// function, so that the name of a plain key does not escape to the heap).
+func unquoteKey(key []byte) (string, error) {
+	var name string
+	if err := json.Unmarshal(key, &name); err != nil {
+		return "", fmt.Errorf("%w: %v", errSyntax, err)
+	}
+	return name, nil
+}
+
+// memberName returns the name of a member key: one of the envelope's own
+// names without allocating (a switch on string(k) does not copy k), any
+// other as a new string.
+func memberName(k []byte) string {
+	switch string(k) {
+	case "specversion":
+		return "specversion"
+	case "id":
+		return "id"
+	case "source":
+		return "source"
+	case "type":
+		return "type"
+	case "subject":
+		return "subject"
+	case "time":
+		return "time"
+	case "datacontenttype":
+		return "datacontenttype"
+	case "dataschema":
+		return "dataschema"
+	case "runid":
+		return "runid"
+	case "causationid":
+		return "causationid"
+	case "traceparent":
+		return "traceparent"
+	case "tracestate":
+		return "tracestate"
+	case "data":
+		return "data"
+	case "data_base64":
+		return "data_base64"
+	}
+	return string(k)
 }
 
 func (e *Event) decodeMember(s *scanner, name string) error {

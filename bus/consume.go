@@ -480,19 +480,31 @@ func binaryMode(header nats.Header) bool {
 	if len(header) == 0 {
 		return false
 	}
+	// VERA's own messages first, by exact name: structured, marked.
+	if v := header[HeaderContentType]; len(v) > 0 && structuredContentType(v[0]) {
+		return false
+	}
 	spec := false
 	for k, v := range header {
 		switch {
 		case len(v) == 0:
-		case strings.EqualFold(k, "ce-specversion"):
-			spec = v[0] != ""
-		case strings.EqualFold(k, HeaderContentType):
-			if ct, _, _ := strings.Cut(v[0], ";"); strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/cloudevents") {
+		case len(k) == len("ce-specversion") && strings.EqualFold(k, "ce-specversion"):
+			spec = spec || v[0] != ""
+		case len(k) == len(HeaderContentType) && strings.EqualFold(k, HeaderContentType):
+			if structuredContentType(v[0]) {
 				return false
 			}
 		}
 	}
 	return spec
+}
+
+// structuredContentType reports whether a Content-Type names a structured
+// CloudEvent (application/cloudevents, application/cloudevents+json, …).
+func structuredContentType(ct string) bool {
+	const prefix = "application/cloudevents"
+	ct = strings.TrimLeft(ct, " \t")
+	return len(ct) >= len(prefix) && strings.EqualFold(ct[:len(prefix)], prefix)
 }
 
 // readBinary fills e from a binary-mode message's headers and data.

@@ -201,25 +201,23 @@ func validTraceparent(s string) bool {
 	if len(s) != 55 || s[0] != '0' || s[1] != '0' || s[2] != '-' || s[35] != '-' || s[52] != '-' {
 		return false
 	}
-	lowerHex := func(part string) (ok, nonzero bool) {
-		for i := 0; i < len(part); i++ {
-			c := part[i]
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-				return false, false
-			}
-			nonzero = nonzero || c != '0'
+	var trace, parent byte // OR of the ids' digits: zero when all are '0'
+	for i := 3; i < 55; i++ {
+		if i == 35 || i == 52 {
+			continue
 		}
-		return true, nonzero
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+		switch {
+		case i < 35:
+			trace |= c - '0'
+		case i < 52:
+			parent |= c - '0'
+		}
 	}
-	ok, nz := lowerHex(s[3:35])
-	if !ok || !nz {
-		return false
-	}
-	if ok, nz = lowerHex(s[36:52]); !ok || !nz {
-		return false
-	}
-	ok, _ = lowerHex(s[53:55])
-	return ok
+	return trace != 0 && parent != 0
 }
 
 func (e *Event) dataKnownValid() bool {
