@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +242,20 @@ func TestFactoryStampsRegisteredDataSchema(t *testing.T) {
 	back, err := ParseEvent(raw)
 	if err != nil || back.DataSchema != url || back.Traceparent != ev.Traceparent {
 		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+// TestTraceparentAlwaysValid: the traceparent the Factory stamps is valid
+// for any run id, ULID or not, so VERA never publishes an envelope its own
+// Validate (or a Distributed Tracing reader) rejects.
+func TestTraceparentAlwaysValid(t *testing.T) {
+	src := NewULIDSource(nil)
+	for i := 0; i < 2000; i++ {
+		runs := []string{src.NewID(time.Now()), fmt.Sprintf("run-%d", i), strings.Repeat("z", 1+i%128), "00000000000000000000000000"}
+		for _, run := range runs {
+			if tp := Traceparent(run); !validTraceparent(tp) {
+				t.Fatalf("Traceparent(%q) = %q is not valid", run, tp)
+			}
+		}
 	}
 }
