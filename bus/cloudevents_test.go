@@ -356,3 +356,68 @@ func TestCloudEventsSDKReadsVERAEvents(t *testing.T) {
 		t.Fatalf("SDK message reader: %v %v", ev, err)
 	}
 }
+
+// TestMalformedBinaryModeExportKeepsHeaders: a binary-mode message that is
+// not a valid event of its subject (here its ce-type names another
+// subject's type) is exported in a vera.bus.raw line with its CloudEvents
+// headers, so that import stores it as it was: read back it is the same
+// malformed message with the same headers, two such messages that differ
+// only in their headers stay two, a second import adds nothing, and
+// export → import → export gives the same file.
+func TestMalformedBinaryModeExportKeepsHeaders(t *testing.T) {
+	_, src := bustest.New(t)
+	ctx := ctxT(t)
+	const subj = "vera.run.mb.ext.acme.scanned"
+	for _, id := range []string{"forged-1", "forged-2"} {
+		h := nats.Header{}
+		for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": id, "ce-source": "acme", "ce-type": "vera.tool.finished", "ce-time": "2026-11-21T12:00:00Z"} {
+			h.Set(k, v)
+		}
+		if _, err := src.JetStream().PublishMsg(ctx, &nats.Msg{Subject: subj, Header: h, Data: []byte(`{"exit_code":0}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok, err := src.Events.NewRaw("mb", "vera.ext.acme.scanned", json.RawMessage(`{"hosts":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Publish(ctx, ok); err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	st, err := src.Export(ctx, &file, bus.ExportOptions{RunID: "mb"})
+	if err != nil || st.Malformed != 2 || st.Events != 1 {
+		t.Fatalf("export: %+v, %v", st, err)
+	}
+	lines := strings.Split(strings.TrimSpace(file.String()), "\n")
+	for _, line := range lines[:2] {
+		ev, err := bus.ParseEvent([]byte(line))
+		var d bus.RawData
+		if err != nil || ev.Type != bus.RawType || ev.DecodeData(&d) != nil || d.Header.Get("ce-type") != "vera.tool.finished" || d.Malformed == "" {
+			t.Fatalf("raw line %s: %+v %v", line, d, err)
+		}
+	}
+
+	_, dst := bustest.New(t)
+	for i, want := range []bus.ImportStats{{Imported: 1, Malformed: 2}, {Existing: 3}} {
+		ist, err := dst.Import(ctx, bytes.NewReader(file.Bytes()), bus.ImportOptions{})
+		if err != nil || ist.Imported != want.Imported || ist.Malformed != want.Malformed || ist.Existing != want.Existing || len(ist.Bad) > 0 {
+			t.Fatalf("import #%d: %+v, %v (want %+v)", i+1, ist, err, want)
+		}
+	}
+	var recs []bus.Record
+	for rec, err := range dst.Read(ctx, bus.ReadOptions{RunID: "mb"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) != 3 || recs[0].Err == nil || recs[0].Header.Get("ce-id") != "forged-1" || recs[1].Header.Get("ce-id") != "forged-2" ||
+		string(recs[0].Raw) != `{"exit_code":0}` || recs[2].Err != nil || recs[2].Event.ID != ok.ID {
+		t.Fatalf("imported run: %+v", recs)
+	}
+	var again bytes.Buffer
+	if _, err := dst.Export(ctx, &again, bus.ExportOptions{RunID: "mb"}); err != nil || again.String() != file.String() {
+		t.Fatalf("export of the import differs (%v):\n%s\nwant\n%s", err, again.String(), file.String())
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -497,6 +498,23 @@ func binaryMode(header nats.Header) bool {
 		}
 	}
 	return spec
+}
+
+// ceHeaders returns the headers that carry a binary-mode CloudEvent (ce-*
+// and Content-Type, as stored), or nil when header is not one's. Export
+// keeps them with a malformed binary-mode message, so that its import
+// stores the message as it was.
+func ceHeaders(header nats.Header) nats.Header {
+	if !binaryMode(header) {
+		return nil
+	}
+	out := nats.Header{}
+	for k, v := range header {
+		if len(k) > 3 && strings.EqualFold(k[:3], "ce-") || strings.EqualFold(k, HeaderContentType) {
+			out[k] = slices.Clone(v)
+		}
+	}
+	return out
 }
 
 // structuredContentType reports whether a Content-Type names a structured

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,18 +100,29 @@ func safeMsgID(id string) bool {
 }
 
 // rawMsgID is the Nats-Msg-Id of a stored message that is not a valid
-// event (import stores them back verbatim): run, subject and bytes
-// together, in a form no event's MsgID takes.
-func rawMsgID(runID, subject string, raw []byte) string {
-	return runID + "#raw-" + rawKey(subject, raw)
+// event (import stores them back verbatim): run, subject, CloudEvents
+// headers (see ceHeaders) and bytes together, in a form no event's MsgID
+// takes.
+func rawMsgID(runID, subject string, header nats.Header, raw []byte) string {
+	return runID + "#raw-" + rawKey(subject, header, raw)
 }
 
-// rawKey names a message by its subject and bytes.
-func rawKey(subject string, raw []byte) string {
+// rawKey names a message by its subject, its CloudEvents headers (none for
+// a message that is not in binary mode: then the key is that of subject
+// and bytes alone, as before headers were kept) and its bytes.
+func rawKey(subject string, header nats.Header, raw []byte) string {
 	h := sha256.New()
 	h.Write([]byte(subject))
 	h.Write([]byte{0})
 	h.Write(raw)
+	if len(header) > 0 {
+		h.Write([]byte{0})
+		for _, k := range slices.Sorted(maps.Keys(header)) {
+			for _, v := range header[k] {
+				h.Write([]byte(k + ": " + v + "\n"))
+			}
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -43,6 +44,7 @@ type Record struct {
 	Sequence uint64
 	Subject  string
 	Stored   time.Time
+	Header   nats.Header // the message's headers as stored
 	Raw      []byte
 	Event    Event
 	Err      error
@@ -148,8 +150,8 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 				yield(Record{}, fmt.Errorf("read %s: %w", StreamName, err))
 				return
 			}
-			rec := Record{Sequence: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Raw: m.Data()}
-			rec.Event, rec.Err = ParseStoredMsg(rec.Subject, m.Headers(), rec.Raw)
+			rec := Record{Sequence: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Header: m.Headers(), Raw: m.Data()}
+			rec.Event, rec.Err = ParseStoredMsg(rec.Subject, rec.Header, rec.Raw)
 			if !yield(rec, nil) {
 				return
 			}
@@ -239,8 +241,8 @@ func (b *Bus) readDirect(ctx context.Context, filter string, seq uint64, yield f
 			yield(Record{}, fmt.Errorf("read %s at %d: %w", StreamName, seq, err))
 			return 0, true
 		}
-		rec := Record{Sequence: m.Sequence, Subject: m.Subject, Stored: m.Time, Raw: m.Data}
-		rec.Event, rec.Err = ParseStoredMsg(rec.Subject, m.Header, rec.Raw)
+		rec := Record{Sequence: m.Sequence, Subject: m.Subject, Stored: m.Time, Header: m.Header, Raw: m.Data}
+		rec.Event, rec.Err = ParseStoredMsg(rec.Subject, rec.Header, rec.Raw)
 		if !yield(rec, nil) {
 			return 0, true
 		}

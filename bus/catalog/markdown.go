@@ -98,7 +98,7 @@ func EventsMarkdown() []byte {
 	w("`vera events export` writes a run as JSON Lines, one envelope per line as stored (an event stored in binary mode as its structured envelope, see above). Each big payload the events reference (any object with a `digest` of the form `sha256:<hex>`, see BlobRef) ")
 	w("is written once as a line of type `vera.bus.blob` (its bytes in `data_base64`, `causationid` the first event that references it) just before that event. ")
 	w("These lines never appear on the stream: `vera events import` puts their bytes back into the object store `VERA_BLOBS`. ")
-	w("A stored message that is not a VERA envelope (malformed, or an outside CloudEvent without `runid`) is exported too, as a line of type `vera.bus.raw` whose data holds `subject_tail`, the bytes verbatim in `raw_base64` and, when malformed, the reason in `malformed`; import stores those bytes back on `vera.run.<run_id>.<subject_tail>`.\n\n")
+	w("A stored message that is not a VERA envelope (malformed, or an outside CloudEvent without `runid`) is exported too, as a line of type `vera.bus.raw` whose data holds `subject_tail`, the bytes verbatim in `raw_base64` and, when malformed, the reason in `malformed` (and, for a malformed message in binary mode, its `ce-*` and `Content-Type` headers in `header`); import stores those bytes (with those headers) back on `vera.run.<run_id>.<subject_tail>`.\n\n")
 
 	w("## Compatibility\n\n")
 	w("- Later versions add optional members to `data`; they do not rename, remove or retype members, nor change their meaning.\n")
