@@ -18,7 +18,7 @@ import (
 
 // MarshalJSON encodes the envelope compactly, members in a fixed order.
 func (e Event) MarshalJSON() ([]byte, error) {
-	return e.appendJSON(make([]byte, 0, 256+len(e.Data)+len(e.DataBase64)*4/3))
+	return e.appendJSON(make([]byte, 0, 384+len(e.Data)+len(e.DataBase64)*4/3))
 }
 
 func (e *Event) appendJSON(b []byte) ([]byte, error) {
@@ -42,11 +42,23 @@ func (e *Event) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"datacontenttype":`...)
 		b = appendString(b, e.DataContentType)
 	}
+	if e.DataSchema != "" {
+		b = append(b, `,"dataschema":`...)
+		b = appendString(b, e.DataSchema)
+	}
 	b = append(b, `,"runid":`...)
 	b = appendString(b, e.RunID)
 	if e.CausationID != "" {
 		b = append(b, `,"causationid":`...)
 		b = appendString(b, e.CausationID)
+	}
+	if e.Traceparent != "" {
+		b = append(b, `,"traceparent":`...)
+		b = appendString(b, e.Traceparent)
+	}
+	if e.Tracestate != "" {
+		b = append(b, `,"tracestate":`...)
+		b = appendString(b, e.Tracestate)
 	}
 	if len(e.Data) > 0 {
 		b = append(b, `,"data":`...)
@@ -378,11 +390,11 @@ func decodeEnvelope(data []byte, e *Event) error {
 			if err != nil {
 				return err
 			}
-			name := string(key[1 : len(key)-1])
-			if !plain {
-				if err := json.Unmarshal(key, &name); err != nil {
-					return fmt.Errorf("%w: %v", errSyntax, err)
-				}
+			var name string
+			if plain {
+				name = memberName(key[1 : len(key)-1])
+			} else if name, err = unquoteKey(key); err != nil {
+				return err
 			}
 			s.ws()
 			if s.peek() != ':' {
@@ -412,6 +424,53 @@ func decodeEnvelope(data []byte, e *Event) error {
 	return nil
 }
 
+// unquoteKey decodes a member key with escapes or non-ASCII (a separate
+// function, so that the name of a plain key does not escape to the heap).
+func unquoteKey(key []byte) (string, error) {
+	var name string
+	if err := json.Unmarshal(key, &name); err != nil {
+		return "", fmt.Errorf("%w: %v", errSyntax, err)
+	}
+	return name, nil
+}
+
+// memberName returns the name of a member key: one of the envelope's own
+// names without allocating (a switch on string(k) does not copy k), any
+// other as a new string.
+func memberName(k []byte) string {
+	switch string(k) {
+	case "specversion":
+		return "specversion"
+	case "id":
+		return "id"
+	case "source":
+		return "source"
+	case "type":
+		return "type"
+	case "subject":
+		return "subject"
+	case "time":
+		return "time"
+	case "datacontenttype":
+		return "datacontenttype"
+	case "dataschema":
+		return "dataschema"
+	case "runid":
+		return "runid"
+	case "causationid":
+		return "causationid"
+	case "traceparent":
+		return "traceparent"
+	case "tracestate":
+		return "tracestate"
+	case "data":
+		return "data"
+	case "data_base64":
+		return "data_base64"
+	}
+	return string(k)
+}
+
 func (e *Event) decodeMember(s *scanner, name string) error {
 	var dst *string
 	switch name {
@@ -431,6 +490,12 @@ func (e *Event) decodeMember(s *scanner, name string) error {
 		dst = &e.RunID
 	case "causationid":
 		dst = &e.CausationID
+	case "dataschema":
+		dst = &e.DataSchema
+	case "traceparent":
+		dst = &e.Traceparent
+	case "tracestate":
+		dst = &e.Tracestate
 	case "time":
 		if s.peek() == 'n' {
 			e.Time = time.Time{}

@@ -58,6 +58,12 @@ func refDecode(data []byte) (Event, error) {
 			err = str(&e.RunID)
 		case "causationid":
 			err = str(&e.CausationID)
+		case "dataschema":
+			err = str(&e.DataSchema)
+		case "traceparent":
+			err = str(&e.Traceparent)
+		case "tracestate":
+			err = str(&e.Tracestate)
 		case "time":
 			var s string
 			if err = str(&s); err == nil && !isNull {
@@ -117,6 +123,7 @@ func FuzzEnvelopeCodec(f *testing.F) {
 	f.Add([]byte(`{"id":"\x01"}`))
 	f.Add([]byte("{\"id\":\"\xff\xfe\"}"))
 	f.Add([]byte(`[1]`))
+	f.Add([]byte(`{"dataschema":"https://vera.dev/schemas/vera.x.y.json","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"congo=t61rcWkgMzE","traceparent":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got Event
 		gerr := decodeEnvelope(data, &got)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -335,13 +336,27 @@ func newMessage(jm jetstream.Msg) *Message {
 		return m
 	}
 	m.Sequence, m.Delivered, m.Stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
-	ev, err := ParseStored(m.Subject, m.Raw)
+	ev, err := ParseStoredMsg(m.Subject, jm.Headers(), m.Raw)
 	if err != nil {
 		m.envErr = err
 		return m
 	}
 	m.Event = ev
 	return m
+}
+
+// Envelope returns the message's envelope as JSON: Raw as stored for a
+// structured-mode message, the event's structured form (Event.Marshal) for
+// a binary-mode one, whose stored bytes are its data alone (see
+// ParseStoredMsg). Use it where the envelope's bytes are wanted; a
+// malformed message has no envelope, and Raw is returned.
+func (m *Message) Envelope() ([]byte, error) { return envelopeOf(&m.Event, m.Raw, m.envErr) }
+
+func envelopeOf(ev *Event, raw []byte, perr error) ([]byte, error) {
+	if perr != nil || !ev.binary {
+		return raw, nil
+	}
+	return ev.Marshal()
 }
 
 // parsed reports whether the message has a valid envelope.
@@ -429,6 +444,172 @@ func ParseStored(subject string, raw []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: not a JSON envelope: %v", ErrInvalidEvent, err)
 	}
 	e.checked = e.Data
+	return finishStored(subject, e)
+}
+
+// ParseStoredMsg is ParseStored for a NATS message with its headers, in
+// either mode of the CloudEvents NATS protocol binding. A message whose
+// headers carry ce-specversion (and whose Content-Type is not a structured
+// CloudEvents type such as application/cloudevents+json) is in binary
+// mode, as the CloudEvents SDKs publish by default: its attributes are the
+// ce-<name> headers (ce-id, ce-type, ce-runid, …; datacontenttype may also
+// be the Content-Type header) and raw is its data alone. It reads as the
+// structured event with the same attributes would: JSON data
+// (datacontenttype absent, application/json or a +json type) in Data,
+// other data in DataBase64. Any other message is a structured envelope,
+// read by ParseStored. The rules are ParseStored's either way: the event
+// must name the run and type of subject, and a missing runid is taken from
+// subject. Header names are matched case-insensitively.
+//
+// The event's Binary method tells which mode it was read from: the stored
+// bytes of a binary-mode event are not its envelope; e.Marshal() is.
+func ParseStoredMsg(subject string, header nats.Header, raw []byte) (Event, error) {
+	if !binaryMode(header) {
+		return ParseStored(subject, raw)
+	}
+	var e Event
+	if err := e.readBinary(header, raw); err != nil {
+		return Event{}, fmt.Errorf("%w: binary-mode CloudEvent: %v", ErrInvalidEvent, err)
+	}
+	return finishStored(subject, e)
+}
+
+// binaryMode reports whether a message with header is a binary-mode
+// CloudEvent: it has a ce-specversion header and no structured-mode
+// Content-Type (application/cloudevents…).
+func binaryMode(header nats.Header) bool {
+	if len(header) == 0 {
+		return false
+	}
+	// VERA's own messages first, by exact name: structured, marked.
+	if v := header[HeaderContentType]; len(v) > 0 && structuredContentType(v[0]) {
+		return false
+	}
+	spec := false
+	for k, v := range header {
+		switch {
+		case len(v) == 0:
+		case len(k) == len("ce-specversion") && strings.EqualFold(k, "ce-specversion"):
+			spec = spec || v[0] != ""
+		case len(k) == len(HeaderContentType) && strings.EqualFold(k, HeaderContentType):
+			if structuredContentType(v[0]) {
+				return false
+			}
+		}
+	}
+	return spec
+}
+
+// ceHeaders returns the headers that carry a binary-mode CloudEvent (ce-*
+// and Content-Type, as stored), or nil when header is not one's. Export
+// keeps them with a malformed binary-mode message, so that its import
+// stores the message as it was.
+func ceHeaders(header nats.Header) nats.Header {
+	if !binaryMode(header) {
+		return nil
+	}
+	out := nats.Header{}
+	for k, v := range header {
+		if len(k) > 3 && strings.EqualFold(k[:3], "ce-") || strings.EqualFold(k, HeaderContentType) {
+			out[k] = slices.Clone(v)
+		}
+	}
+	return out
+}
+
+// structuredContentType reports whether a Content-Type names a structured
+// CloudEvent (application/cloudevents, application/cloudevents+json, …).
+func structuredContentType(ct string) bool {
+	const prefix = "application/cloudevents"
+	ct = strings.TrimLeft(ct, " \t")
+	return len(ct) >= len(prefix) && strings.EqualFold(ct[:len(prefix)], prefix)
+}
+
+// readBinary fills e from a binary-mode message's headers and data.
+func (e *Event) readBinary(header nats.Header, data []byte) error {
+	*e = Event{binary: true}
+	contentType := ""
+	for k, v := range header {
+		if len(v) == 0 {
+			continue
+		}
+		val := v[0]
+		if strings.EqualFold(k, HeaderContentType) {
+			contentType = val
+			continue
+		}
+		if len(k) <= 3 || !strings.EqualFold(k[:3], "ce-") {
+			continue
+		}
+		var dst *string
+		switch strings.ToLower(k[3:]) {
+		case "specversion":
+			dst = &e.SpecVersion
+		case "id":
+			dst = &e.ID
+		case "source":
+			dst = &e.Source
+		case "type":
+			dst = &e.Type
+		case "subject":
+			dst = &e.Subject
+		case "datacontenttype":
+			dst = &e.DataContentType
+		case "dataschema":
+			dst = &e.DataSchema
+		case "runid":
+			dst = &e.RunID
+		case "causationid":
+			dst = &e.CausationID
+		case "traceparent":
+			dst = &e.Traceparent
+		case "tracestate":
+			dst = &e.Tracestate
+		case "time":
+			t, err := time.Parse(time.RFC3339Nano, val)
+			if err != nil {
+				return fmt.Errorf("ce-time: %v", err)
+			}
+			e.Time = t
+		default:
+			// Other extension attributes are allowed and ignored, as in
+			// structured mode.
+		}
+		if dst != nil {
+			*dst = val
+		}
+	}
+	if e.DataContentType == "" {
+		e.DataContentType = contentType
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if jsonMediaType(e.DataContentType) {
+		// Validate checks it is JSON (it reports "data is not valid JSON").
+		if string(data) != "null" { // as "data": null in structured mode
+			e.Data = json.RawMessage(data)
+		}
+	} else {
+		e.DataBase64 = data
+	}
+	return nil
+}
+
+// jsonMediaType reports whether a datacontenttype means JSON data: absent
+// (CloudEvents' default for the JSON format), application/json, text/json
+// or any type with the +json suffix, parameters ignored.
+func jsonMediaType(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "" || mt == ContentTypeJSON || mt == "text/json" || strings.HasSuffix(mt, "+json")
+}
+
+// finishStored completes and checks an event read from subject with
+// ParseStored's rules: runid from the subject when absent, a valid
+// envelope (else the partial event and why), naming the subject's run and
+// type (else no event).
+func finishStored(subject string, e Event) (Event, error) {
 	if e.RunID == "" {
 		if run, _, err := ParseSubject(subject); err == nil {
 			e.RunID, e.runFromSubject = run, true

@@ -16,6 +16,17 @@
 // run its subject names (ParseStored), and either way its run and type
 // must be the subject's.
 //
+// CloudEvents NATS binding: every event the bus publishes is in structured
+// mode and marked with the header Content-Type: application/cloudevents+json.
+// A CloudEvent an outside tool stored in binary mode (the attributes in
+// ce- headers, the body its data alone: the CloudEvents SDKs' default) is
+// read by every reader (Consume, Read, Export) as the structured event
+// with the same attributes (ParseStoredMsg); its bytes stay as stored, and
+// Event.Binary, Record.Envelope and Message.Envelope give its structured
+// form where an envelope is written out. VERA's own events carry the
+// dataschema of their catalogued type and the traceparent of their run
+// (the CloudEvents Distributed Tracing extension).
+//
 // Ids and deduplication: an event's id (a ULID for VERA's own) is unique
 // in its run, not across runs: CloudEvents ids are only unique per source,
 // and an outside tool may reuse them in every run. So the run and the id
@@ -26,7 +37,8 @@
 // (DeriveID) include the run too.
 //
 // Export and import: Export writes every message stored for a run, one per
-// line. Valid events are written as stored; a message whose bytes cannot
+// line. Valid events are written as stored (binary-mode ones as their
+// structured envelope); a message whose bytes cannot
 // stand alone (malformed, or an event without runid) is written verbatim,
 // base64, inside a line of type vera.bus.raw (RawType) that names its
 // subject and, when it is malformed, why. Import stores such messages back

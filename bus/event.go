@@ -12,10 +12,27 @@ import (
 const (
 	SpecVersion     = "1.0"
 	ContentTypeJSON = "application/json"
+	// ContentTypeCloudEvents is the media type of a structured-mode
+	// CloudEvent in the JSON event format: every message the bus publishes
+	// as an event carries it as its Content-Type header (HeaderContentType),
+	// the NATS protocol binding's marker of structured mode.
+	ContentTypeCloudEvents = "application/cloudevents+json"
+	// HeaderContentType is the NATS header of the content type, spelled as
+	// the CloudEvents NATS protocol binding spells it. Readers match it
+	// (and the ce- headers of binary mode) case-insensitively: the
+	// CloudEvents Go SDK writes and reads "content-type".
+	HeaderContentType = "Content-Type"
+	// SchemaURLPrefix and SchemaURLSuffix frame the dataschema of a
+	// catalogue type: https://vera.dev/schemas/<type>.json, the $id of the
+	// type's JSON Schema.
+	SchemaURLPrefix = "https://vera.dev/schemas/"
+	SchemaURLSuffix = ".json"
 )
 
 // Event is one CloudEvents 1.0 event in structured-mode JSON. RunID and
-// CausationID are VERA's extension attributes (runid, causationid).
+// CausationID are VERA's extension attributes (runid, causationid);
+// Traceparent and Tracestate are the CloudEvents Distributed Tracing
+// extension's (W3C Trace Context).
 type Event struct {
 	SpecVersion     string          `json:"specversion"`
 	ID              string          `json:"id"`
@@ -24,8 +41,11 @@ type Event struct {
 	Subject         string          `json:"subject"`
 	Time            time.Time       `json:"time"`
 	DataContentType string          `json:"datacontenttype,omitempty"`
+	DataSchema      string          `json:"dataschema,omitempty"`
 	RunID           string          `json:"runid"`
 	CausationID     string          `json:"causationid,omitempty"`
+	Traceparent     string          `json:"traceparent,omitempty"`
+	Tracestate      string          `json:"tracestate,omitempty"`
 	Data            json.RawMessage `json:"data,omitempty"`
 	DataBase64      []byte          `json:"data_base64,omitempty"`
 
@@ -37,7 +57,16 @@ type Event struct {
 	// runid and RunID was taken from its NATS subject: its bytes alone do
 	// not name the run (Export then writes them in a vera.bus.raw line).
 	runFromSubject bool
+	// binary is set by ParseStoredMsg when the message was stored in the
+	// CloudEvents binary mode (attributes in ce- headers, the body only the
+	// data): its stored bytes are not an envelope (see Binary).
+	binary bool
 }
+
+// Binary reports whether the event was read from a message stored in the
+// CloudEvents binary mode (an outside tool's, see ParseStoredMsg): the
+// stored bytes are its data alone, and its envelope is e.Marshal().
+func (e *Event) Binary() bool { return e.binary }
 
 // Payload is implemented by every catalogue data type: it names the event
 // type the data belongs to.
@@ -125,6 +154,12 @@ func (e *Event) Validate() error {
 	if e.Time.IsZero() {
 		problems = append(problems, "time is missing")
 	}
+	if e.DataSchema != "" && !absoluteURI(e.DataSchema) {
+		problems = append(problems, fmt.Sprintf("dataschema %q is not an absolute URI", e.DataSchema))
+	}
+	if e.Traceparent != "" && !validTraceparent(e.Traceparent) {
+		problems = append(problems, fmt.Sprintf("traceparent %q is not a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, ids not all zero)", e.Traceparent))
+	}
 	if len(e.Data) > 0 && len(e.DataBase64) > 0 {
 		problems = append(problems, "both data and data_base64 are set")
 	}
@@ -135,6 +170,54 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidEvent, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// absoluteURI reports whether s is an absolute URI (RFC 3986): a scheme
+// (a letter, then letters, digits, '+', '-' or '.'), ':', and a rest
+// without spaces or control characters. It does not allocate.
+func absoluteURI(s string) bool {
+	colon := strings.IndexByte(s, ':')
+	if colon < 1 || colon == len(s)-1 {
+		return false
+	}
+	for i := 0; i < colon; i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	for i := colon + 1; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validTraceparent checks the W3C Trace Context traceparent of version 00:
+// 00-<32 lowercase hex trace id>-<16 lowercase hex parent id>-<2 hex
+// flags>, neither id all zeros.
+func validTraceparent(s string) bool {
+	if len(s) != 55 || s[0] != '0' || s[1] != '0' || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	var trace, parent byte // OR of the ids' digits: zero when all are '0'
+	for i := 3; i < 55; i++ {
+		if i == 35 || i == 52 {
+			continue
+		}
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+		switch {
+		case i < 35:
+			trace |= c - '0'
+		case i < 52:
+			parent |= c - '0'
+		}
+	}
+	return trace != 0 && parent != 0
 }
 
 func (e *Event) dataKnownValid() bool {

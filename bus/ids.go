@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -95,13 +96,66 @@ func KeyedID(t time.Time, key string) string {
 	return id.String()
 }
 
+// dataSchemas maps a catalogued type to its dataschema URL (the $id of its
+// JSON Schema). Package catalog fills it in its init (RegisterDataSchema):
+// bus cannot import catalog, which imports bus.
+var dataSchemas atomic.Pointer[map[string]string]
+
+// RegisterDataSchema records url as the dataschema of events of type typ:
+// the Factory puts it on every event of that type it builds. Package
+// catalog registers each catalogued type's schema $id
+// (https://vera.dev/schemas/<type>.json); other types (vera.ext.*) get none
+// from the factory. Safe for concurrent use; meant for init functions.
+func RegisterDataSchema(typ, url string) {
+	for {
+		old := dataSchemas.Load()
+		next := make(map[string]string, 64)
+		if old != nil {
+			for k, v := range *old {
+				next[k] = v
+			}
+		}
+		next[typ] = url
+		if dataSchemas.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// DataSchemaOf returns the dataschema registered for typ, or "".
+func DataSchemaOf(typ string) string {
+	if m := dataSchemas.Load(); m != nil {
+		return (*m)[typ]
+	}
+	return ""
+}
+
 // Factory builds envelopes for one component: it stamps the source, the
-// time and a fresh id.
+// time, a fresh id, the run's traceparent (Traceparent) and, for a
+// catalogued type, its dataschema.
 type Factory struct {
 	Source string   // component name, e.g. "sandboxd"
 	Clock  Clock    // defaults to SystemClock
 	IDs    IDSource // defaults to a crypto-random ULIDSource
 	once   sync.Once
+	// trace caches the traceparent of the last run built for: a component
+	// builds many events of one run in a row.
+	trace atomic.Pointer[runTrace]
+}
+
+type runTrace struct{ run, traceparent string }
+
+// traceparent returns Traceparent(runID), cached for the last run.
+func (f *Factory) traceparent(runID string) string {
+	if t := f.trace.Load(); t != nil && t.run == runID {
+		return t.traceparent
+	}
+	if !validRunID(runID) {
+		return "" // the event is refused by Validate anyway
+	}
+	tp := Traceparent(runID)
+	f.trace.Store(&runTrace{run: runID, traceparent: tp})
+	return tp
 }
 
 // EventOption adjusts an envelope while it is built.
@@ -161,6 +215,8 @@ func (f *Factory) build(runID, typ string, data json.RawMessage, trusted bool, o
 		RunID:           runID,
 		Time:            now,
 		DataContentType: ContentTypeJSON,
+		DataSchema:      DataSchemaOf(typ),
+		Traceparent:     f.traceparent(runID),
 		Data:            data,
 	}
 	if trusted {

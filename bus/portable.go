@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,9 +28,11 @@ const BlobType = "vera.bus.blob"
 // only by its subject, see ParseStored). The line is an ordinary VERA
 // envelope of the run (source vera.export) whose data is a RawData: the
 // message's bytes exactly as stored, the rest of its subject, and, for a
-// malformed message, why it is one. Import stores the bytes back verbatim
-// on vera.run.<runid>.<subject_tail>, so nothing stored is lost on the
-// way, and export → import → export gives the same file.
+// malformed message, why it is one (and the headers of a malformed
+// binary-mode CloudEvent, which carry its attributes). Import stores the
+// bytes (and those headers) back verbatim on vera.run.<runid>.<subject_tail>,
+// so nothing stored is lost on the way, and export → import → export gives
+// the same file.
 //
 // Its time is the message's own time when it has one, else the Unix epoch
 // (1970-01-01T00:00:00Z); its id is derived from the subject and the bytes.
@@ -48,6 +51,10 @@ type RawData struct {
 	// empty for a valid event that is carried here only because its
 	// envelope has no runid.
 	Malformed string `json:"malformed,omitempty"`
+	// Header holds, for a malformed message in the CloudEvents binary
+	// mode (see ParseStoredMsg), the headers that carry its attributes
+	// (ce-* and Content-Type) as stored; import stores them with Raw.
+	Header nats.Header `json:"header,omitempty"`
 }
 
 // ExportOptions select what Export writes.
@@ -73,7 +80,8 @@ type ExportStats struct {
 }
 
 // Export writes every message stored for a run as JSON Lines, in stream
-// order. A valid event is one compact envelope per line, as stored. A
+// order. A valid event is one compact envelope per line, as stored (a
+// CloudEvent stored in binary mode, as its structured envelope). A
 // message whose bytes cannot stand alone (a malformed one, or an event
 // without runid) is written verbatim inside a line of type vera.bus.raw
 // (see RawType), marked with the reason when it is malformed, so that
@@ -128,6 +136,17 @@ func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (Expo
 		}
 		line.Reset()
 		switch {
+		case rec.Err == nil && rec.Event.binary:
+			// A binary-mode CloudEvent (an outside tool's SDK default):
+			// its stored bytes are only its data, so its line is its
+			// structured form, runid included (from the subject when the
+			// headers had none). Imported, it is an ordinary event.
+			raw, err := rec.Event.Marshal()
+			if err != nil {
+				return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
+			}
+			line.Write(raw)
+			st.Events++
 		case rec.Err == nil && !rec.Event.runFromSubject:
 			if err := json.Compact(&line, rec.Raw); err != nil {
 				return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
@@ -141,7 +160,11 @@ func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (Expo
 					opts.Warn(fmt.Sprintf("stream sequence %d on %s is not a valid event (%v): exported verbatim as a %s line", rec.Sequence, rec.Subject, rec.Err, RawType))
 				}
 			}
-			raw, err := rawLine(run, tail, rec.Raw, rec.Event.Time, malformed)
+			var header nats.Header
+			if rec.Err != nil {
+				header = ceHeaders(rec.Header) // a binary-mode message's attributes
+			}
+			raw, err := rawLine(run, tail, header, rec.Raw, rec.Event.Time, malformed)
 			if err != nil {
 				return st, fmt.Errorf("export: sequence %d: %w", rec.Sequence, err)
 			}
@@ -168,7 +191,7 @@ func (b *Bus) Export(ctx context.Context, w io.Writer, opts ExportOptions) (Expo
 
 // rawLine encodes the vera.bus.raw line of a message stored on
 // vera.run.<run>.<tail>; t is the message's own time (zero if it has none).
-func rawLine(run, tail string, raw []byte, t time.Time, malformed string) ([]byte, error) {
+func rawLine(run, tail string, header nats.Header, raw []byte, t time.Time, malformed string) ([]byte, error) {
 	t = t.UTC()
 	if t.IsZero() || t.Year() < 0 || t.Year() > 9999 {
 		t = time.Unix(0, 0).UTC() // none, or none an envelope can carry
@@ -176,12 +199,12 @@ func rawLine(run, tail string, raw []byte, t time.Time, malformed string) ([]byt
 	if raw == nil {
 		raw = []byte{} // an empty message: "" whichever way it was read, never null
 	}
-	data, err := json.Marshal(RawData{SubjectTail: tail, Raw: raw, Malformed: malformed})
+	data, err := json.Marshal(RawData{SubjectTail: tail, Raw: raw, Malformed: malformed, Header: header})
 	if err != nil {
 		return nil, err
 	}
 	ev := Event{
-		SpecVersion: SpecVersion, ID: KeyedID(t, RawType+" "+rawKey(SubjectRoot+"."+run+"."+tail, raw)), Source: "vera.export",
+		SpecVersion: SpecVersion, ID: KeyedID(t, RawType+" "+rawKey(SubjectRoot+"."+run+"."+tail, header, raw)), Source: "vera.export",
 		Type: RawType, Subject: run, RunID: run, Time: t, DataContentType: ContentTypeJSON, Data: data, checked: data,
 	}
 	return ev.Marshal()
@@ -332,9 +355,13 @@ type importQueue struct {
 }
 
 // Import's duplicate check knows a stored valid event by its id (in its
-// run), and any other stored message by its subject and bytes.
-func eventKey(id string) string                   { return "e " + id }
-func rawMsgKey(subject string, raw []byte) string { return "r " + rawKey(subject, raw) }
+// run), and any other stored message by its subject, its CloudEvents
+// headers when it is in binary mode, and its bytes.
+func eventKey(id string) string { return "e " + id }
+
+func rawMsgKey(subject string, header nats.Header, raw []byte) string {
+	return "r " + rawKey(subject, header, raw)
+}
 
 func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[string]bool, q *importQueue, st *ImportStats) error {
 	var compact bytes.Buffer
@@ -347,6 +374,7 @@ func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[
 	}
 	var subj, msgID string
 	var data []byte
+	var header nats.Header // a binary-mode message's, from a vera.bus.raw line
 	malformed := false
 	switch ev.Type {
 	case BlobType:
@@ -372,13 +400,16 @@ func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[
 		if !literalSubjectTail(d.SubjectTail) {
 			return LineError{Err: fmt.Errorf("%s line %s: subject_tail %q is not a subject (tokens separated by '.', no wildcard, no space)", RawType, ev.ID, d.SubjectTail)}
 		}
-		subj, data = SubjectRoot+"."+ev.RunID+"."+d.SubjectTail, d.Raw
+		if err := checkHeader(d.Header); err != nil {
+			return LineError{Err: fmt.Errorf("%s line %s: %v", RawType, ev.ID, err)}
+		}
+		subj, data, header = SubjectRoot+"."+ev.RunID+"."+d.SubjectTail, d.Raw, d.Header
 		// What the message is, is decided here, not by the line's own
 		// "malformed": the bytes are parsed as the stream's readers will.
-		if inner, perr := ParseStored(subj, data); perr == nil {
+		if inner, perr := ParseStoredMsg(subj, header, data); perr == nil {
 			ev, msgID = inner, MsgID(ev.RunID, inner.ID)
 		} else {
-			malformed, msgID = true, rawMsgID(ev.RunID, subj, data)
+			malformed, msgID = true, rawMsgID(ev.RunID, subj, header, data)
 		}
 	default:
 		subj, err = ev.NATSSubject()
@@ -401,23 +432,58 @@ func (b *Bus) importLine(ctx context.Context, line []byte, known map[string]map[
 			if rec.Err == nil {
 				seen[eventKey(rec.Event.ID)] = true
 			} else {
-				seen[rawMsgKey(rec.Subject, rec.Raw)] = true
+				seen[rawMsgKey(rec.Subject, ceHeaders(rec.Header), rec.Raw)] = true
 			}
 		}
 		known[run] = seen
 	}
 	key := eventKey(ev.ID)
 	if malformed {
-		key = rawMsgKey(subj, data)
+		key = rawMsgKey(subj, header, data)
 	}
 	if seen[key] {
 		st.Existing++
 		return nil
 	}
 	seen[key] = true
-	q.msgs = append(q.msgs, &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}})
+	var msg *nats.Msg
+	switch {
+	case len(header) > 0:
+		// A binary-mode message from a raw line: its headers as they were.
+		msg = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+		for k, v := range header {
+			msg.Header[k] = slices.Clone(v)
+		}
+	case malformed:
+		msg = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	default:
+		msg = eventMsg(subj, data) // an envelope: marked as structured mode
+	}
+	q.msgs = append(q.msgs, msg)
 	q.ids = append(q.ids, msgID)
 	q.malformed = append(q.malformed, malformed)
+	return nil
+}
+
+// checkHeader reports whether a raw line's header is one a NATS message
+// can carry: names of printable ASCII without ':' or spaces, values
+// without CR or LF, and none of the server's own (Nats-*).
+func checkHeader(h nats.Header) error {
+	for k, vs := range h {
+		if k == "" || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
+			return fmt.Errorf("header %q cannot be stored", k)
+		}
+		for i := 0; i < len(k); i++ {
+			if c := k[i]; c <= ' ' || c > '~' || c == ':' {
+				return fmt.Errorf("header name %q is not a header name", k)
+			}
+		}
+		for _, v := range vs {
+			if strings.ContainsAny(v, "\r\n") {
+				return fmt.Errorf("header %q has a line break", k)
+			}
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,18 +100,29 @@ func safeMsgID(id string) bool {
 }
 
 // rawMsgID is the Nats-Msg-Id of a stored message that is not a valid
-// event (import stores them back verbatim): run, subject and bytes
-// together, in a form no event's MsgID takes.
-func rawMsgID(runID, subject string, raw []byte) string {
-	return runID + "#raw-" + rawKey(subject, raw)
+// event (import stores them back verbatim): run, subject, CloudEvents
+// headers (see ceHeaders) and bytes together, in a form no event's MsgID
+// takes.
+func rawMsgID(runID, subject string, header nats.Header, raw []byte) string {
+	return runID + "#raw-" + rawKey(subject, header, raw)
 }
 
-// rawKey names a message by its subject and bytes.
-func rawKey(subject string, raw []byte) string {
+// rawKey names a message by its subject, its CloudEvents headers (none for
+// a message that is not in binary mode: then the key is that of subject
+// and bytes alone, as before headers were kept) and its bytes.
+func rawKey(subject string, header nats.Header, raw []byte) string {
 	h := sha256.New()
 	h.Write([]byte(subject))
 	h.Write([]byte{0})
 	h.Write(raw)
+	if len(header) > 0 {
+		h.Write([]byte{0})
+		for _, k := range slices.Sorted(maps.Keys(header)) {
+			for _, v := range header[k] {
+				h.Write([]byte(k + ": " + v + "\n"))
+			}
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -138,7 +151,18 @@ func (b *Bus) message(ev *Event) (*nats.Msg, error) {
 	if len(data) > int(b.opts.MaxMsgSize) {
 		return nil, fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrTooLarge, ev.Type, ev.ID, len(data), b.opts.MaxMsgSize)
 	}
-	return &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}, nil
+	return eventMsg(subj, data), nil
+}
+
+// eventMsg is the NATS message of a structured-mode envelope: its bytes
+// on its subject, marked with the header Content-Type:
+// application/cloudevents+json as the CloudEvents NATS protocol binding
+// marks structured mode. (Dead letters and other non-events are not
+// marked.)
+func eventMsg(subject string, envelope []byte) *nats.Msg {
+	h := make(nats.Header, 2) // room for Nats-Msg-Id
+	h[HeaderContentType] = []string{ContentTypeCloudEvents}
+	return &nats.Msg{Subject: subject, Data: envelope, Header: h}
 }
 
 func (o publishOptions) jsOpts(id, subject string) []jetstream.PublishOpt {

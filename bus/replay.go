@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -36,15 +37,23 @@ type ReadOptions struct {
 
 // Record is one stored message as Read returns it. Err is set (and Event is
 // partial) when the message is not a valid envelope; Raw always holds the
-// bytes as stored.
+// bytes as stored. A CloudEvent stored in binary mode (attributes in
+// headers, see ParseStoredMsg) is read as the same Event; its Raw is its
+// data alone, and Envelope gives its structured form.
 type Record struct {
 	Sequence uint64
 	Subject  string
 	Stored   time.Time
+	Header   nats.Header // the message's headers as stored
 	Raw      []byte
 	Event    Event
 	Err      error
 }
+
+// Envelope returns the record's envelope as JSON: Raw for a structured
+// message (and for a malformed one, which has no envelope), the event's
+// structured form (Event.Marshal) for a binary-mode one.
+func (r *Record) Envelope() ([]byte, error) { return envelopeOf(&r.Event, r.Raw, r.Err) }
 
 // Read returns the stored events in stream order through an ordered
 // consumer. The sequence ends early with an error if the server fails or ctx
@@ -141,8 +150,8 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 				yield(Record{}, fmt.Errorf("read %s: %w", StreamName, err))
 				return
 			}
-			rec := Record{Sequence: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Raw: m.Data()}
-			rec.Event, rec.Err = ParseStored(rec.Subject, rec.Raw)
+			rec := Record{Sequence: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp, Header: m.Headers(), Raw: m.Data()}
+			rec.Event, rec.Err = ParseStoredMsg(rec.Subject, rec.Header, rec.Raw)
 			if !yield(rec, nil) {
 				return
 			}
@@ -232,8 +241,8 @@ func (b *Bus) readDirect(ctx context.Context, filter string, seq uint64, yield f
 			yield(Record{}, fmt.Errorf("read %s at %d: %w", StreamName, seq, err))
 			return 0, true
 		}
-		rec := Record{Sequence: m.Sequence, Subject: m.Subject, Stored: m.Time, Raw: m.Data}
-		rec.Event, rec.Err = ParseStored(rec.Subject, rec.Raw)
+		rec := Record{Sequence: m.Sequence, Subject: m.Subject, Stored: m.Time, Header: m.Header, Raw: m.Data}
+		rec.Event, rec.Err = ParseStoredMsg(rec.Subject, rec.Header, rec.Raw)
 		if !yield(rec, nil) {
 			return 0, true
 		}

@@ -63,7 +63,9 @@ func Render(events []bus.Event) map[string][]byte {
 // raw is the envelope as stored on the stream, or nil: the trace.jsonl line
 // is raw (compacted if it has insignificant whitespace), else ev.Marshal(),
 // which is what bus.Publish stores, so both give the same line for events
-// published through package bus.
+// published through package bus. For an event stored in CloudEvents binary
+// mode (ev.Binary(): raw is its data, not an envelope) the line is
+// ev.Marshal(), its structured form.
 func RenderEvent(ev *bus.Event, raw []byte, emit func(file string, line []byte)) error {
 	var err error
 	appendEventErr(nil, ev, raw, emit, &err)
@@ -142,8 +144,9 @@ func appendEventErr(buf []byte, ev *bus.Event, raw []byte, emit func(string, []b
 		}
 		emit(FileSession, buf)
 	}
-	// trace.jsonl: the envelope itself.
-	if raw == nil {
+	// trace.jsonl: the envelope itself. A binary-mode CloudEvent's stored
+	// bytes are its data alone: its line is its structured form.
+	if raw == nil || ev.Binary() {
 		var err error
 		if raw, err = ev.Marshal(); err != nil {
 			fail(err)

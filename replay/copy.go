@@ -104,7 +104,8 @@ func copyRun(ctx context.Context, src *bus.Bus, runID string, dst *bus.Bus, spec
 			}
 			add := bus.Event{SpecVersion: bus.SpecVersion, ID: bus.DeriveID(spec.NewRun, ev.ID, fmt.Sprintf("replay/%s/%d", p.EventType(), extra)),
 				Source: SourceReplay, Type: p.EventType(), Subject: spec.NewRun, RunID: spec.NewRun, Time: ev.Time,
-				DataContentType: bus.ContentTypeJSON, Data: data, CausationID: ev.ID}
+				DataContentType: bus.ContentTypeJSON, DataSchema: bus.DataSchemaOf(p.EventType()),
+				Traceparent: bus.Traceparent(spec.NewRun), Data: data, CausationID: ev.ID}
 			if err := emit(add); err != nil {
 				return err
 			}
@@ -141,6 +142,10 @@ func remap(ev *bus.Event, spec copySpec) error {
 	ev.ID = mapID(ev.ID, spec.NewRun)
 	if ev.CausationID != "" {
 		ev.CausationID = mapID(ev.CausationID, spec.NewRun)
+	}
+	if ev.Traceparent != "" && ev.Traceparent == bus.Traceparent(ev.RunID) {
+		// In the recorded run's trace: the copy is in the new run's.
+		ev.Traceparent = bus.Traceparent(spec.NewRun)
 	}
 	ev.RunID, ev.Subject = spec.NewRun, spec.NewRun
 	switch ev.Type {

@@ -72,6 +72,10 @@ func TestReverifyWritesANewRun(t *testing.T) {
 		t.Errorf("replay task = %+v", now.submitted)
 	}
 	for _, ev := range got {
+		// Copied or new, every event is in the new run's trace.
+		if ev.Traceparent != bus.Traceparent(res.NewRun) {
+			t.Errorf("%s %s in the new run has traceparent %q, want the new run's %q", ev.Type, ev.ID, ev.Traceparent, bus.Traceparent(res.NewRun))
+		}
 		if ev.Source == catalog.ComponentLogic || ev.Source == catalog.ComponentDeepVerify {
 			if ev.Time.Before(evs[len(evs)-1].Time.Add(time.Hour)) && ev.Type == catalog.TypeLogicVerdict {
 				// A verdict copied from the recording would carry its time.

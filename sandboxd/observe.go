@@ -278,7 +278,7 @@ func (d *Daemon) lastLogTime(ctx context.Context, runID, containerID string) (ti
 	if err != nil {
 		return last, err
 	}
-	ev, err := bus.ParseEvent(msg.Data)
+	ev, err := bus.ParseStoredMsg(msg.Subject, msg.Header, msg.Data)
 	if err != nil {
 		return last, nil // unreadable: start from the beginning
 	}

@@ -32,7 +32,8 @@ func (s *Synth) Add(source string, p bus.Payload) {
 	ev := bus.Event{
 		SpecVersion: bus.SpecVersion, ID: bus.KeyedID(t, fmt.Sprintf("%s/%d", s.RunID, i)),
 		Source: source, Type: p.EventType(), Subject: s.RunID, RunID: s.RunID, Time: t,
-		DataContentType: bus.ContentTypeJSON, Data: data,
+		DataContentType: bus.ContentTypeJSON, DataSchema: bus.DataSchemaOf(p.EventType()),
+		Traceparent: bus.Traceparent(s.RunID), Data: data,
 	}
 	if i > 0 {
 		ev.CausationID = s.Evs[i-1].ID

@@ -111,6 +111,14 @@ type registryT struct {
 
 var registry = buildRegistry(withObservers(catalogEntries()))
 
+// Every catalogued type's events carry its schema's $id as their
+// CloudEvents dataschema: bus's Factory stamps it.
+func init() {
+	for _, e := range registry.sorted {
+		bus.RegisterDataSchema(e.Type, SchemaID(e.Type))
+	}
+}
+
 // observers read every event of the runs they show, whatever its type:
 // the projector (files and metrics), the dashboard (its live feed) and the
 // cli (`vera run` following a run, `vera events tail`).

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/vera-run/vera/bus"
 )
 
 // areaTitles name the sections of docs/events.md, one per area.
@@ -48,7 +50,7 @@ func EventsMarkdown() []byte {
 	w("It is generated from the Go types of package `bus/catalog`; the JSON Schema of each type's data is generated from the same types.\n\n")
 
 	w("## Contents\n\n")
-	w("- [The envelope](#the-envelope)\n- [Subjects](#subjects)\n- [Outside types: `vera.ext.*`](#outside-types-veraext)\n- [Dead letters and export files](#dead-letters-and-export-files)\n")
+	w("- [The envelope](#the-envelope)\n- [Subjects](#subjects)\n- [Outside types: `vera.ext.*`](#outside-types-veraext)\n- [CloudEvents NATS binding](#cloudevents-nats-binding)\n- [Dead letters and export files](#dead-letters-and-export-files)\n")
 	w("- [Compatibility](#compatibility)\n- [Schemas](#schemas)\n- [Conventions](#conventions)\n- [Shared types](#shared-types)\n- [Event index](#event-index)\n")
 	for _, area := range areas() {
 		title := areaHeading(area)
@@ -76,14 +78,27 @@ func EventsMarkdown() []byte {
 	w("The bus carries them like any other event; they are never in this catalogue, and VERA's components ignore them. ")
 	w("More generally every component ignores event types it does not know, so new types never break old consumers.\n\n")
 
+	w("## CloudEvents NATS binding\n\n")
+	w("VERA follows the [CloudEvents NATS protocol binding](https://github.com/cloudevents/spec/blob/v1.0.2/cloudevents/bindings/nats-protocol-binding.md). ")
+	w("Every event VERA publishes (and every event line `vera events import` stores) is in **structured mode** and says so with the NATS header ")
+	w("`Content-Type: application/cloudevents+json`; dead-letter records, which are not CloudEvents, do not carry it.\n\n")
+	w("An outside tool may also publish in **binary mode**, the CloudEvents SDKs' default: the attributes as NATS headers `ce-<attribute>` ")
+	w("(`ce-specversion`, `ce-id`, `ce-source`, `ce-type`, `ce-time`, extensions such as `ce-runid` or `ce-traceparent`), `datacontenttype` as `ce-datacontenttype` or `Content-Type`, ")
+	w("and the body as the data alone. A message with a `ce-specversion` header and no structured `Content-Type` (`application/cloudevents…`) is read as binary mode, header names in any case. ")
+	w("Every reader of the stream (consumers, replays, the dashboard, `vera events tail`, export) reads it as the structured event with the same attributes, under the same rules ")
+	w("(its type and run must be its subject's; without `runid` the run is the subject's): JSON data (no `datacontenttype`, `application/json` or a `+json` type) as `data`, ")
+	w("any other data (for example `text/plain`) as `data_base64`. The stream keeps the message as it was published; where an envelope is shown or written ")
+	w("(`trace.jsonl`, `vera events tail --json`, the dashboard's feed, export) it is the structured form, `runid` included. ")
+	w("An export of the run therefore holds an ordinary structured line for it, and an import stores that line as a structured event.\n\n")
+
 	w("## Dead letters and export files\n\n")
 	w("A message on `vera.run.>` that a consumer cannot use (not a valid envelope, envelope and subject disagree, data that does not decode or that its type's JSON Schema rejects, a permanent handler error, or too many failed attempts) ")
 	w("is stored on the stream `VERA_DLQ`, subject `vera.dlq.<consumer>.<run_id>`, as a JSON record with `reason`, `consumer`, `stream`, `sequence`, `subject`, `deliveries`, `time`, ")
 	w("the event's `event_id`, `event_type` and `run_id` when readable, and the message itself in `data` (JSON) or `data_base64`. `vera events dead-letters` lists them.\n\n")
-	w("`vera events export` writes a run as JSON Lines, one envelope per line as stored. Each big payload the events reference (any object with a `digest` of the form `sha256:<hex>`, see BlobRef) ")
+	w("`vera events export` writes a run as JSON Lines, one envelope per line as stored (an event stored in binary mode as its structured envelope, see above). Each big payload the events reference (any object with a `digest` of the form `sha256:<hex>`, see BlobRef) ")
 	w("is written once as a line of type `vera.bus.blob` (its bytes in `data_base64`, `causationid` the first event that references it) just before that event. ")
 	w("These lines never appear on the stream: `vera events import` puts their bytes back into the object store `VERA_BLOBS`. ")
-	w("A stored message that is not a VERA envelope (malformed, or an outside CloudEvent without `runid`) is exported too, as a line of type `vera.bus.raw` whose data holds `subject_tail`, the bytes verbatim in `raw_base64` and, when malformed, the reason in `malformed`; import stores those bytes back on `vera.run.<run_id>.<subject_tail>`.\n\n")
+	w("A stored message that is not a VERA envelope (malformed, or an outside CloudEvent without `runid`) is exported too, as a line of type `vera.bus.raw` whose data holds `subject_tail`, the bytes verbatim in `raw_base64` and, when malformed, the reason in `malformed` (and, for a malformed message in binary mode, its `ce-*` and `Content-Type` headers in `header`); import stores those bytes (with those headers) back on `vera.run.<run_id>.<subject_tail>`.\n\n")
 
 	w("## Compatibility\n\n")
 	w("- Later versions add optional members to `data`; they do not rename, remove or retype members, nor change their meaning.\n")
@@ -149,9 +164,13 @@ func writeEnvelope(b *bytes.Buffer) {
 	w("| `subject` | yes | The run id. |\n")
 	w("| `time` | yes | When the event was decided, RFC 3339 in UTC (from the component's clock, recorded so that a replay reproduces it). |\n")
 	w("| `datacontenttype` | yes | Always `application/json`. |\n")
+	w("| `dataschema` | no | The JSON Schema of `data`: on VERA's own events the `$id` of the type's schema, `%s<type>.json` (see [Schemas](#schemas)). Outside events may carry their own; when present it must be an absolute URI. |\n", schemaBaseURL)
 	w("| `data` | yes | A JSON object whose shape depends on `type`; see each type below. (CloudEvents' `data_base64` is never used by VERA's own types.) |\n")
 	w("| `runid` | yes | Extension attribute: the run id (equal to `subject`), for routers that only look at extensions. An outside CloudEvent without it is accepted when its NATS subject names the run. |\n")
-	w("| `causationid` | no | Extension attribute: the `id` of the event that caused this one (for example the `vera.tool.requested` a `vera.tool.finished` answers). Absent on events caused by a user. |\n\n")
+	w("| `causationid` | no | Extension attribute: the `id` of the event that caused this one (for example the `vera.tool.requested` a `vera.tool.finished` answers). Absent on events caused by a user. |\n")
+	w("| `traceparent` | no | Extension attribute ([CloudEvents Distributed Tracing](https://github.com/cloudevents/spec/blob/v1.0.2/cloudevents/extensions/distributed-tracing.md)): a W3C Trace Context `traceparent`, `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lowercase, neither id all zeros; an envelope with any other value is invalid. ")
+	w("VERA's own events carry their run's: the trace id derived from the run id (the run id's 16 bytes when it is a ULID) and the run's root span as the parent (`bus.Traceparent`), so a tool reacting to an event can put its spans in the run's trace. Outside events keep their own. |\n")
+	w("| `tracestate` | no | Extension attribute: the W3C Trace Context `tracestate` that goes with `traceparent`, kept as sent. VERA's own events have none. |\n\n")
 
 	e, _ := Lookup(TypeToolRequested)
 	data, _ := json.Marshal(e.Example)
@@ -163,13 +182,16 @@ func writeEnvelope(b *bytes.Buffer) {
 		Subject         string          `json:"subject"`
 		Time            string          `json:"time"`
 		DataContentType string          `json:"datacontenttype"`
+		DataSchema      string          `json:"dataschema"`
 		RunID           string          `json:"runid"`
 		CausationID     string          `json:"causationid"`
+		Traceparent     string          `json:"traceparent"`
 		Data            json.RawMessage `json:"data"`
 	}{
 		SpecVersion: "1.0", ID: exampleEventID, Source: ComponentAgent, Type: e.Type,
 		Subject: exampleRunID, Time: exampleTime.Format("2006-01-02T15:04:05.000Z07:00"), DataContentType: "application/json",
-		RunID: exampleRunID, CausationID: "01JNZ8Q5R1B7X2W4N6M8P0Q2S4", Data: data,
+		DataSchema: SchemaID(e.Type), RunID: exampleRunID, CausationID: "01JNZ8Q5R1B7X2W4N6M8P0Q2S4",
+		Traceparent: bus.Traceparent(exampleRunID), Data: data,
 	}
 	out := indentJSON(env)
 	w("For example, on subject `%s%s.tool.requested`:\n\n```json\n%s\n```\n\n", subjectRunPrefix, exampleRunID, out)

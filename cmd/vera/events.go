@@ -93,7 +93,7 @@ MALFORMED (on stderr with --json) rather than hidden.`,
 					continue
 				}
 				if asJSON {
-					if err := writeEnvelope(g.stdout, rec.Raw); err != nil {
+					if err := writeRecord(g.stdout, &rec); err != nil {
 						return err
 					}
 					continue
@@ -423,6 +423,16 @@ func listDeadLetters(ctx context.Context, b *bus.Bus, consumer string, asJSON bo
 		fmt.Fprintln(w, "no dead letters")
 	}
 	return nil
+}
+
+// writeRecord writes a stored event's envelope on a line (a binary-mode
+// CloudEvent as its structured form, see bus.Record.Envelope).
+func writeRecord(w io.Writer, rec *bus.Record) error {
+	raw, err := rec.Envelope()
+	if err != nil {
+		return err
+	}
+	return writeEnvelope(w, raw)
 }
 
 // writeEnvelope writes a stored envelope as one line: compacted when it is

@@ -245,6 +245,28 @@ func TestExportImportCLI(t *testing.T) {
 	}
 }
 
+// TestEventsTailJSONBinaryMode: `vera events tail --json` prints a
+// CloudEvent stored in binary mode (ce- headers, the body its data) as its
+// structured envelope, one line, like any other event.
+func TestEventsTailJSONBinaryMode(t *testing.T) {
+	srv, b := bustest.New(t)
+	h := nats.Header{}
+	for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": "acme-1", "ce-source": "acme", "ce-type": "vera.ext.acme.scanned", "ce-time": "2026-11-21T12:00:00Z", "ce-datacontenttype": "text/plain"} {
+		h.Set(k, v)
+	}
+	if _, err := b.JetStream().PublishMsg(context.Background(), &nats.Msg{Subject: "vera.run.r1.ext.acme.scanned", Header: h, Data: []byte("3 hosts")}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "events", "tail", "--nats-url", srv.ClientURL(), "--run", "r1", "--from-start", "--no-follow", "--json")
+	if code != 0 {
+		t.Fatalf("tail: exit %d: %s", code, errOut)
+	}
+	ev, err := bus.ParseEvent([]byte(strings.TrimSpace(out)))
+	if err != nil || ev.ID != "acme-1" || ev.RunID != "r1" || string(ev.DataBase64) != "3 hosts" {
+		t.Fatalf("tail --json printed %q: %+v, %v", out, ev, err)
+	}
+}
+
 func TestSchemaAndTypes(t *testing.T) {
 	out, _, code := runCLI(t, "events", "schema", "vera.tool.requested")
 	var s map[string]any

@@ -402,7 +402,7 @@ func followRun(ctx context.Context, b *bus.Bus, runID string, w, errw io.Writer,
 			continue
 		}
 		if jsonOut {
-			if err := writeEnvelope(w, rec.Raw); err != nil {
+			if err := writeRecord(w, &rec); err != nil {
 				return nil, err
 			}
 		} else {

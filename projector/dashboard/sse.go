@@ -129,6 +129,13 @@ func (sw *sseWriter) record(rec bus.Record) error {
 	w.WriteString(strconv.FormatUint(rec.Sequence, 10))
 	w.WriteByte('\n')
 	data := rec.Raw
+	if rec.Err == nil && rec.Event.Binary() {
+		// A binary-mode CloudEvent: the feed carries its structured form.
+		var err error
+		if data, err = rec.Event.Marshal(); err != nil {
+			return err
+		}
+	}
 	if rec.Err != nil {
 		w.WriteString("event: malformed\n")
 		data, _ = json.Marshal(struct {

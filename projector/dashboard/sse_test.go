@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 )
@@ -175,6 +177,32 @@ func TestSSEMalformed(t *testing.T) {
 	}
 	if ev := c.next(t, 10*time.Second); ev.seq != good || ev.Event != "" {
 		t.Fatalf("next event %+v, want seq %d", ev, good)
+	}
+}
+
+// TestSSEBinaryMode: an outside CloudEvent stored in binary mode (ce-
+// headers, the body its data alone) is sent as its structured envelope,
+// not as its bare data, and not as malformed.
+func TestSSEBinaryMode(t *testing.T) {
+	e := startEnv(t, false)
+	h := nats.Header{}
+	for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": "acme-1", "ce-source": "acme", "ce-type": "vera.ext.acme.scanned", "ce-time": "2026-11-21T12:00:00Z"} {
+		h.Set(k, v)
+	}
+	msg := &nats.Msg{Subject: "vera.run.run-b.ext.acme.scanned", Header: h, Data: []byte(`{"hosts":3}`)}
+	ack, err := e.pub.JetStream().PublishMsg(context.Background(), msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openSSE(t, e.url+"/api/runs/run-b/events", "")
+	defer c.close()
+	ev := c.next(t, 10*time.Second)
+	if ev.Event != "" || ev.seq != ack.Sequence {
+		t.Fatalf("binary-mode event sent as %+v", ev)
+	}
+	got, err := bus.ParseEvent([]byte(ev.Data))
+	if err != nil || got.ID != "acme-1" || got.RunID != "run-b" || string(got.Data) != `{"hosts":3}` {
+		t.Fatalf("data %s is not the structured envelope: %+v, %v", ev.Data, got, err)
 	}
 }
 
