@@ -14,7 +14,6 @@ package jaegertest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -44,7 +43,9 @@ type Jaeger struct {
 	// "127.0.0.1:PORT" (plaintext).
 	OTLPGRPCEndpoint string
 	// UIURL is the query service's base URL, "http://127.0.0.1:PORT":
-	// the UI at /, the query APIs under /api.
+	// the query APIs under /api (v3: /api/v3/...) and the UI at /. A build
+	// from the module proxy has no jaeger-ui assets (they are made by npm
+	// outside the Go module), so / is Jaeger's placeholder page.
 	UIURL string
 	// Binary is the Jaeger executable that runs.
 	Binary string
@@ -174,6 +175,7 @@ func start(tb testing.TB, bin string) (*Jaeger, error) {
 		select {
 		case <-exited:
 		case <-time.After(10 * time.Second):
+			fmt.Fprintln(j.log, "jaegertest: Jaeger did not stop within 10 s of SIGINT; killed")
 			_ = cmd.Process.Kill()
 			<-exited
 		}
@@ -232,8 +234,10 @@ func (j *Jaeger) Log() string { return j.log.String() }
 // host:port): in-memory storage fed by the OTLP receivers, the query
 // extension (HTTP: UI and APIs; gRPC: api_v2/api_v3) and the v2 health
 // check (HTTP only, /status). The collector's own metrics are off
-// (level: none), so it opens no Prometheus port (8888), and no other
-// extension (zpages, pprof, expvar, remote sampling) is enabled.
+// (level: none), so it opens no Prometheus port (8888); no other
+// extension (zpages, pprof, expvar, remote sampling) is enabled; and the
+// query extension does not trace itself (enable_tracing: false, else it
+// exports to localhost:4317). These five ports are all it listens on.
 func Config(otlpGRPC, otlpHTTP, queryHTTP, queryGRPC, health string) string {
 	return fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query, healthcheckv2]
@@ -257,6 +261,9 @@ extensions:
   jaeger_query:
     storage:
       traces: memstore
+    # On by default in v2: Jaeger would trace itself to localhost:4317,
+    # a fixed port, and wait for it at shutdown.
+    enable_tracing: false
     http:
       endpoint: %q
     grpc:

@@ -47,6 +47,7 @@ func provider(t *testing.T, exp sdktrace.SpanExporter, ids sdktrace.IDGenerator,
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithIDGenerator(ids),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service), attribute.String("vera.test", t.Name()))),
 	)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
