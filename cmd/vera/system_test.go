@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/internal/dockertest"
+	"github.com/vera-run/vera/internal/jaegertest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 	"github.com/vera-run/vera/sandboxd/image/imagetest"
 )
@@ -114,11 +117,12 @@ func TestSystemAuditedRun(t *testing.T) {
 	netName := dockertest.Network(t, docker)
 	dockertest.WebServer(t, docker, img, netName, systemPages)
 	model := scriptedmodel.Start(t, scriptedmodel.WithRules(auditedScript()))
+	live := jaegertest.Start(t)
 
 	addr := bustest.FreeAddr(t)
 	url := "nats://" + addr
 	upOut, _, stopUp := start(t, "up", "--data-dir", veraDataDir(t), "--nats-listen", addr, "--http-listen", "127.0.0.1:0", "--work-root", os.TempDir(),
-		"--image", img, "--network", netName, "--log-level", "warn")
+		"--image", img, "--network", netName, "--log-level", "warn", "--otlp-endpoint", live.OTLPHTTPEndpoint, "--otlp-hold", "500ms")
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 
 	work := filepath.Join(t.TempDir(), "work")
@@ -156,6 +160,29 @@ func TestSystemAuditedRun(t *testing.T) {
 	for _, f := range []string{"notes.md", "evidence.jsonl", "trace.jsonl", "session.log", "move_ledger.jsonl"} {
 		waitFor(t, f, func() bool { st, err := os.Stat(filepath.Join(work, f)); return err == nil && st.Size() > 0 })
 	}
+	// The run as a trace, live while it ran, and the same spans when the
+	// recorded run is exported afterwards to another backend.
+	waitFor(t, "the run's end in session.log", func() bool {
+		b, _ := os.ReadFile(filepath.Join(work, "session.log"))
+		return strings.Contains(string(b), " run.finished ")
+	})
+	recorded := jaegertest.Start(t)
+	if _, errOut, code := runCLI(t, "events", "otel", "--nats-url", url, "--run", runID, "--otlp-endpoint", recorded.OTLPHTTPEndpoint); code != 0 {
+		t.Fatalf("vera events otel: %s", errOut)
+	}
+	ctx := context.Background()
+	rec, err := recorded.WaitTrace(ctx, traceHex(runID), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := live.WaitTrace(ctx, traceHex(runID), len(rec.Spans))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := spanSet(lv), spanSet(rec); !slices.Equal(a, b) {
+		t.Errorf("live trace\n%s\nrecorded export\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	checkDemoTrace(t, runID, lv)
 	if os.Getenv("VERA_UPDATE_DEMO") == "1" {
 		waitFor(t, "the run's last events", func() bool {
 			b, _ := os.ReadFile(filepath.Join(work, "session.log"))
