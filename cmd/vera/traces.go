@@ -10,9 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
@@ -136,7 +138,13 @@ instead of sending them.`,
 			if err != nil {
 				return err
 			}
-			sink, err := traces.NewSink(exp, traces.SinkOptions{})
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			traces.LogErrors(log)
+			rec := &checkedExporter{SpanExporter: exp}
+			sink, err := traces.NewSink(rec, traces.SinkOptions{})
 			if err != nil {
 				return err
 			}
@@ -153,7 +161,11 @@ instead of sending them.`,
 			if err := sink.Shutdown(sctx); err != nil {
 				return fmt.Errorf("export to %s: %w", ec.Describe(), err)
 			}
-			fmt.Fprintf(g.stderr, "exported %d spans of %d runs to %s\n", total, len(order), ec.Describe())
+			sent, err := rec.result()
+			if err != nil {
+				return fmt.Errorf("export to %s: %d of %d spans accepted: %w", ec.Describe(), sent, total, err)
+			}
+			fmt.Fprintf(g.stderr, "exported %d spans of %d runs to %s\n", sent, len(order), ec.Describe())
 			return nil
 		},
 	}
@@ -162,6 +174,34 @@ instead of sending them.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the spans instead of exporting them")
 	f.register(cmd, false)
 	return cmd
+}
+
+// checkedExporter remembers what its exporter accepted and its last
+// error: the SDK's batch processor only logs export errors, and a one-shot
+// export must not say it succeeded when the backend refused it.
+type checkedExporter struct {
+	sdktrace.SpanExporter
+	mu   sync.Mutex
+	sent int
+	err  error
+}
+
+func (c *checkedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := c.SpanExporter.ExportSpans(ctx, spans)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.err = err
+	} else {
+		c.sent += len(spans)
+	}
+	return err
+}
+
+func (c *checkedExporter) result() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent, c.err
 }
 
 // readRunEvents returns the valid events of one run in stream order.

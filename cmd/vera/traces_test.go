@@ -236,6 +236,10 @@ func TestEventsOtelUsage(t *testing.T) {
 			t.Errorf("vera %v: exit %d, stderr %q, want an error with %q", tc.args, code, errOut, tc.want)
 		}
 	}
+	// A backend that cannot be reached: an error, not "exported".
+	if _, errOut, code := runCLI(t, "events", "otel", "--file", demoFile, "--otlp-endpoint", "http://127.0.0.1:1"); code == 0 || !strings.Contains(errOut, "0 of 25 spans accepted") {
+		t.Errorf("export to a closed port: exit %d, stderr %q", code, errOut)
+	}
 	out, _, code := runCLI(t, "events", "otel", "--file", demoFile, "--dry-run")
 	run, spans := demoSpans(t)
 	if code != 0 || !strings.HasPrefix(out, "trace "+traceHex(run)) || strings.Count(out, "\n") != len(spans)+1 {

@@ -184,6 +184,7 @@ func (s Set) Start(ctx context.Context, sup *component.Supervisor) {
 			if err != nil {
 				return nil, nil, err
 			}
+			traces.LogErrors(component.Logger(s.Logger, catalog.ComponentProjector))
 			sink, err := traces.NewSink(exp, traces.SinkOptions{})
 			if err != nil {
 				return nil, nil, err

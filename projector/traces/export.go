@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -79,6 +81,18 @@ func NewSink(exp sdktrace.SpanExporter, opts SinkOptions) (*Sink, error) {
 		sdktrace.WithResource(res),
 	)
 	return &Sink{tp: tp, tracer: tp.Tracer("github.com/vera-run/vera/projector/traces", trace.WithSchemaURL(semconv.SchemaURL))}, nil
+}
+
+// LogErrors sends the OpenTelemetry SDK's own errors (a backend that
+// refuses or cannot be reached) to log instead of the standard logger,
+// for the whole process: the SDK reports them through one global handler.
+func LogErrors(log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("trace export", "err", err)
+	}))
 }
 
 // DefaultResource is service.name "vera", overridden by

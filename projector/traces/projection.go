@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -73,7 +74,13 @@ type Projection struct {
 	finished  bool      // run.finished seen
 	rootTaken bool      // the root was taken: the trace is complete
 	late      int       // events after that
+
+	extEvents, extDropped int // outside tools' events on the root, and those left out
 }
+
+// MaxExtEvents bounds the outside tools' vera.ext.* events a run span
+// holds; the run span's vera.ext_events_dropped counts the others.
+const MaxExtEvents = 1000
 
 // NewProjection returns the empty projection of run runID. now, when not
 // nil, stamps the wall time at which each span ended (Live's hold).
@@ -108,6 +115,9 @@ func (p *Projection) Take(ready func(*Span) bool) []*Span {
 	}
 	p.ended = keep
 	if r := p.root; r != nil && r.Ended() && len(p.spans) == 1 && (ready == nil || ready(r)) {
+		if p.extDropped > 0 {
+			r.Attrs = append(r.Attrs, attribute.Int("vera.ext_events_dropped", p.extDropped))
+		}
 		out = append(out, r)
 		delete(p.spans, r.key)
 		p.ended = slices.DeleteFunc(p.ended, func(s *Span) bool { return s == r })
@@ -208,6 +218,16 @@ func (p *Projection) Add(ev bus.Event) {
 		// Policy events, run.cancelled, container events, outside tools'
 		// vera.ext.* events and types newer than this projector: a span
 		// event on the root with the data's scalar members.
+		if catalog.IsExtension(ev.Type) {
+			// Anyone with the ext identity may publish these: bounded, so
+			// that a flood cannot push VERA's own events off the run span
+			// (the SDK keeps a span's newest events).
+			if p.extEvents >= MaxExtEvents {
+				p.extDropped++
+				return
+			}
+			p.extEvents++
+		}
 		root.Events = append(root.Events, SpanEvent{Name: ev.Type, Time: ev.Time, Attrs: p.genericAttrs(ev)})
 	}
 }
@@ -753,8 +773,11 @@ func (p *Projection) auditCheck(ev bus.Event) {
 		attribute.String("vera.audit.source", d.Source),
 		attribute.StringSlice("vera.audit.citations", d.Citations),
 		attribute.StringSlice("vera.audit.tool_request_ids", d.ToolRequestIDs),
-		attribute.String("vera.audit.evidence", d.Evidence),
 	)
+	if p.opts.Content {
+		// Quotes of the pages and command output the auditor read.
+		s.Attrs = append(s.Attrs, attribute.String("vera.audit.evidence", d.Evidence))
+	}
 	p.event(s, ev, attribute.String("vera.audit.result", string(d.Result)))
 	p.end(s, ev.Time)
 }
@@ -876,6 +899,9 @@ func (p *Projection) genericAttrs(ev bus.Event) []attribute.KeyValue {
 		return attrs
 	}
 	for _, k := range sortedKeys(data) {
+		if k == "message" && !p.opts.Content && strings.HasPrefix(ev.Type, "vera.policy.") {
+			continue // the text injected into the agent's prompt
+		}
 		if kv, ok := scalarAttr("vera."+k, data[k]); ok {
 			attrs = append(attrs, kv)
 		}

@@ -2,6 +2,7 @@ package traces_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -410,5 +411,40 @@ func TestEveryTypeIsMapped(t *testing.T) {
 		if !strings.Contains(string(doc), "\n| `"+typ+"` |") {
 			t.Errorf("docs/otel.md has no row for %s", typ)
 		}
+	}
+}
+
+// TestExtFloodIsBounded: an outside tool that floods a run with vera.ext.*
+// events cannot push VERA's own events off the run span.
+func TestExtFloodIsBounded(t *testing.T) {
+	s := synthRun(t)
+	evs := s.Evs[:len(s.Evs)-1]
+	last := s.Evs[len(s.Evs)-1]
+	for i := range traces.MaxExtEvents + 50 {
+		ev := evs[0]
+		ev.ID = fmt.Sprintf("ext-%d", i)
+		ev.Type, ev.Source = "vera.ext.flood.ping", "mallory"
+		ev.Data = json.RawMessage(`{"n":1,"text":"` + strings.Repeat("x", 5000) + `"}`)
+		evs = append(evs, ev)
+	}
+	evs = append(evs, last)
+	root := byName(traces.Project(s.RunID, evs, traces.Options{}), "invoke_agent vera")[0]
+	ext := 0
+	for _, e := range root.Events {
+		if e.Name == "vera.ext.flood.ping" {
+			ext++
+			if v, _ := evAttr(e, "vera.text"); len(v.AsString()) > 1100 {
+				t.Fatalf("an outside string of %d bytes was kept whole", len(v.AsString()))
+			}
+		}
+	}
+	if ext != traces.MaxExtEvents {
+		t.Errorf("%d outside events on the run span, want the cap %d", ext, traces.MaxExtEvents)
+	}
+	if v, _ := attr(root, "vera.ext_events_dropped"); v.AsInt64() != 50 {
+		t.Errorf("vera.ext_events_dropped = %d, want 50", v.AsInt64())
+	}
+	if v, _ := attr(root, "vera.outcome"); v.AsString() != "RESOLVED" {
+		t.Error("the run's own end is lost after the flood")
 	}
 }
