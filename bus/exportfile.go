@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 )
 
@@ -62,4 +63,24 @@ func ReadExportEvents(r io.Reader) (runs map[string][]Event, order []string, err
 		return nil, nil, err
 	}
 	return runs, order, nil
+}
+
+// ValidEvents yields the valid events a Read yields, in stream order: a
+// stored message that is not a valid event (Record.Err) is skipped, and a
+// read error is yielded and ends the sequence.
+func ValidEvents(records iter.Seq2[Record, error]) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for rec, err := range records {
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			if rec.Err != nil {
+				continue
+			}
+			if !yield(rec.Event, nil) {
+				return
+			}
+		}
+	}
 }

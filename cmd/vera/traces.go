@@ -105,12 +105,15 @@ instead of sending them.`,
 				return usageError{fmt.Errorf("%w (or use --dry-run)", traces.ErrNoEndpoint)}
 			}
 			ctx := cmd.Context()
-			var runs map[string][]bus.Event
-			var order []string
+			opts := traces.Options{Content: f.content}
+			var projected []runTrace
 			if file != "" {
-				var err error
-				if runs, order, err = readExportFile(file); err != nil {
+				runs, order, err := readExportFile(file)
+				if err != nil {
 					return err
+				}
+				for _, id := range order {
+					projected = append(projected, runTrace{id: id, events: len(runs[id]), spans: traces.Project(id, runs[id], opts)})
 				}
 			} else {
 				b, _, err := g.openBus(cmd, catalog.ComponentCLI, true)
@@ -118,19 +121,19 @@ instead of sending them.`,
 					return err
 				}
 				defer b.Close()
-				evs, err := readRunEvents(ctx, b, run)
+				// Read and fold at once: the fold keeps spans, not events.
+				spans, n, err := traces.ProjectFrom(run, bus.ValidEvents(b.Read(ctx, bus.ReadOptions{RunID: run})), opts)
 				if err != nil {
-					return err
+					return fmt.Errorf("read run %s: %w", run, err)
 				}
-				if len(evs) == 0 {
+				if n == 0 {
 					return fmt.Errorf("run %s has no stored events on %s", run, g.natsURL)
 				}
-				runs, order = map[string][]bus.Event{run: evs}, []string{run}
+				projected = append(projected, runTrace{id: run, events: n, spans: spans})
 			}
-			opts := traces.Options{Content: f.content}
 			if dryRun {
-				for _, id := range order {
-					printSpans(g.stdout, id, traces.Project(id, runs[id], opts))
+				for _, rt := range projected {
+					printSpans(g.stdout, rt.id, rt.spans)
 				}
 				return nil
 			}
@@ -149,12 +152,11 @@ instead of sending them.`,
 				return err
 			}
 			total := 0
-			for _, id := range order {
-				spans := traces.Project(id, runs[id], opts)
-				sink.Emit(ctx, bus.TraceID(id), spans)
-				total += len(spans)
-				tid := bus.TraceID(id)
-				fmt.Fprintf(g.stderr, "run %s: %d events, %d spans, trace id %s\n", id, len(runs[id]), len(spans), hex.EncodeToString(tid[:]))
+			for _, rt := range projected {
+				sink.Emit(ctx, bus.TraceID(rt.id), rt.spans)
+				total += len(rt.spans)
+				tid := bus.TraceID(rt.id)
+				fmt.Fprintf(g.stderr, "run %s: %d events, %d spans, trace id %s\n", rt.id, rt.events, len(rt.spans), hex.EncodeToString(tid[:]))
 			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 			defer cancel()
@@ -165,7 +167,7 @@ instead of sending them.`,
 			if err != nil {
 				return fmt.Errorf("export to %s: %d of %d spans accepted: %w", ec.Describe(), sent, total, err)
 			}
-			fmt.Fprintf(g.stderr, "exported %d spans of %d runs to %s\n", sent, len(order), ec.Describe())
+			fmt.Fprintf(g.stderr, "exported %d spans of %d runs to %s\n", sent, len(projected), ec.Describe())
 			return nil
 		},
 	}
@@ -174,6 +176,13 @@ instead of sending them.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the spans instead of exporting them")
 	f.register(cmd, false)
 	return cmd
+}
+
+// runTrace is one run's projected trace.
+type runTrace struct {
+	id     string
+	events int
+	spans  []*traces.Span
 }
 
 // checkedExporter remembers what its exporter accepted and its last
@@ -204,18 +213,26 @@ func (c *checkedExporter) result() (int, error) {
 	return c.sent, c.err
 }
 
-// readRunEvents returns the valid events of one run in stream order.
-func readRunEvents(ctx context.Context, b *bus.Bus, run string) ([]bus.Event, error) {
-	var evs []bus.Event
-	for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: run}) {
+// readExportFile reads the events of a `vera events export` file ("-" is
+// standard input), by run.
+func readExportFile(path string) (map[string][]bus.Event, []string, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		fh, err := os.Open(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if rec.Err == nil {
-			evs = append(evs, rec.Event)
-		}
+		defer fh.Close()
+		r = fh
 	}
-	return evs, nil
+	runs, order, err := bus.ReadExportEvents(r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(order) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no events", path)
+	}
+	return runs, order, nil
 }
 
 // printSpans writes a run's spans as an indented tree, children under
@@ -242,26 +259,4 @@ func printSpans(w io.Writer, runID string, spans []*traces.Span) {
 		}
 	}
 	walk([8]byte{}, 0)
-}
-
-// readExportFile reads the events of a `vera events export` file ("-" is
-// standard input), by run.
-func readExportFile(path string) (map[string][]bus.Event, []string, error) {
-	var r io.Reader = os.Stdin
-	if path != "-" {
-		fh, err := os.Open(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer fh.Close()
-		r = fh
-	}
-	runs, order, err := bus.ReadExportEvents(r)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(order) == 0 {
-		return nil, nil, fmt.Errorf("%s holds no events", path)
-	}
-	return runs, order, nil
 }

@@ -232,18 +232,14 @@ func BenchmarkRecordedTraces(b *testing.B) {
 		t0 := time.Now()
 		rawRead(b, bb, filter)
 		t1 := time.Now()
-		var read []bus.Event
-		for r, err := range bb.Read(context.Background(), bus.ReadOptions{RunID: runID}) {
-			if err != nil {
-				b.Fatal(err)
-			}
-			read = append(read, r.Event)
+		spans, read, err := traces.ProjectFrom(runID, bus.ValidEvents(bb.Read(context.Background(), bus.ReadOptions{RunID: runID})), traces.Options{})
+		if err != nil {
+			b.Fatal(err)
 		}
-		spans := traces.Project(runID, read, traces.Options{})
 		sink.Emit(context.Background(), bus.TraceID(runID), spans)
 		t2 := time.Now()
-		if len(read) != len(evs) {
-			b.Fatalf("read %d of %d", len(read), len(evs))
+		if read != len(evs) {
+			b.Fatalf("read %d of %d", read, len(evs))
 		}
 		raw += t1.Sub(t0)
 		rec += t2.Sub(t1)

@@ -3,6 +3,7 @@ package traces
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,6 +156,14 @@ func (p *Projection) openChildren() []*Span {
 			open = append(open, s)
 		}
 	}
+	// In a stable order (a map's is not), so that they end, and are
+	// taken, the same way every time.
+	slices.SortFunc(open, func(a, b *Span) int {
+		if c := a.Start.Compare(b.Start); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
 	return open
 }
 
@@ -918,4 +927,47 @@ func Project(runID string, events []bus.Event, opts Options) []*Span {
 		p.Add(ev)
 	}
 	return p.Close()
+}
+
+// ProjectFrom is Project over events as a reader yields them (in stream
+// order): the fold runs in a goroutine of its own beside the reader, so
+// reading and folding overlap. It returns the spans and the number of
+// events folded, or the reader's first error.
+func ProjectFrom(runID string, events iter.Seq2[bus.Event, error], opts Options) ([]*Span, int, error) {
+	ch := make(chan []bus.Event, 16)
+	done := make(chan []*Span)
+	go func() {
+		p := NewProjection(runID, opts, nil)
+		for batch := range ch {
+			for _, ev := range batch {
+				p.Add(ev)
+			}
+		}
+		done <- p.Close()
+	}()
+	const batchSize = 256
+	batch := make([]bus.Event, 0, batchSize)
+	n := 0
+	var rerr error
+	for ev, err := range events {
+		if err != nil {
+			rerr = err
+			break
+		}
+		batch = append(batch, ev)
+		n++
+		if len(batch) == batchSize {
+			ch <- batch
+			batch = make([]bus.Event, 0, batchSize)
+		}
+	}
+	if len(batch) > 0 {
+		ch <- batch
+	}
+	close(ch)
+	spans := <-done
+	if rerr != nil {
+		return nil, n, rerr
+	}
+	return spans, n, nil
 }

@@ -448,3 +448,36 @@ func TestExtFloodIsBounded(t *testing.T) {
 		t.Error("the run's own end is lost after the flood")
 	}
 }
+
+// TestProjectFromEqualsProject: folding while reading gives what folding
+// a slice gives, and a read error is returned.
+func TestProjectFromEqualsProject(t *testing.T) {
+	run, evs := demoRun(t)
+	seq := func(yield func(bus.Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+	got, n, err := traces.ProjectFrom(run, seq, traces.Options{})
+	if err != nil || n != len(evs) {
+		t.Fatalf("ProjectFrom: %d events, %v", n, err)
+	}
+	want := traces.Project(run, evs, traces.Options{})
+	if len(got) != len(want) {
+		t.Fatalf("%d spans, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || len(got[i].Events) != len(want[i].Events) || len(got[i].Attrs) != len(want[i].Attrs) {
+			t.Fatalf("span %d differs: %s vs %s", i, got[i].Name, want[i].Name)
+		}
+	}
+	failing := func(yield func(bus.Event, error) bool) {
+		yield(evs[0], nil)
+		yield(bus.Event{}, fmt.Errorf("connection lost"))
+	}
+	if _, _, err := traces.ProjectFrom(run, failing, traces.Options{}); err == nil || !strings.Contains(err.Error(), "connection lost") {
+		t.Fatalf("a read error: %v", err)
+	}
+}
