@@ -10,14 +10,21 @@ import (
 	"strings"
 )
 
-// ReadExportEvents reads the events of a `vera events export` file (see
-// Export), grouped by run, each run's in file (stream) order, and the runs
-// in the order they first appear. Blob lines are skipped; a vera.bus.raw
-// line counts when the message it carries is a valid event (an outside
-// event without runid) and is skipped when it is malformed. A line that is
-// not a valid envelope is an error naming its number.
-func ReadExportEvents(r io.Reader) (runs map[string][]Event, order []string, err error) {
-	runs = map[string][]Event{}
+// ExportEvents are the contents of an export file as events.
+type ExportEvents struct {
+	Runs  map[string][]Event // each run's events in file (stream) order
+	Order []string           // the runs in the order they first appear
+	Blobs map[string][]byte  // the blobs' bytes by digest
+}
+
+// ReadExportEvents reads a `vera events export` file (see Export): its
+// events grouped by run, and its blob lines' bytes by digest. A
+// vera.bus.raw line counts when the message it carries is a valid event (an
+// outside event without runid) and is skipped when it is malformed. A line
+// that is not a valid envelope is an error naming its number.
+func ReadExportEvents(r io.Reader) (ExportEvents, error) {
+	x := ExportEvents{Runs: map[string][]Event{}, Blobs: map[string][]byte{}}
+	runs := x.Runs
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -27,10 +34,11 @@ func ReadExportEvents(r io.Reader) (runs map[string][]Event, order []string, err
 		}
 		var ev Event
 		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, nil, fmt.Errorf("line %d: not an event envelope: %w", n, err)
+			return ExportEvents{}, fmt.Errorf("line %d: not an event envelope: %w", n, err)
 		}
 		switch ev.Type {
 		case BlobType:
+			x.Blobs[Digest(ev.DataBase64)] = ev.DataBase64
 			continue
 		case RawType:
 			var raw struct {
@@ -52,17 +60,17 @@ func ReadExportEvents(r io.Reader) (runs map[string][]Event, order []string, err
 			ev = inner
 		}
 		if err := ev.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("line %d: %w", n, err)
+			return ExportEvents{}, fmt.Errorf("line %d: %w", n, err)
 		}
 		if _, ok := runs[ev.RunID]; !ok {
-			order = append(order, ev.RunID)
+			x.Order = append(x.Order, ev.RunID)
 		}
 		runs[ev.RunID] = append(runs[ev.RunID], ev)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, nil, err
+		return ExportEvents{}, err
 	}
-	return runs, order, nil
+	return x, nil
 }
 
 // ValidEvents yields the valid events a Read yields, in stream order: a

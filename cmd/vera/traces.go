@@ -108,12 +108,18 @@ instead of sending them.`,
 			opts := traces.Options{Content: f.content}
 			var projected []runTrace
 			if file != "" {
-				runs, order, err := readExportFile(file)
+				x, err := readExportFile(file)
 				if err != nil {
 					return err
 				}
-				for _, id := range order {
-					projected = append(projected, runTrace{id: id, events: len(runs[id]), spans: traces.Project(id, runs[id], opts)})
+				opts.Blob = func(digest string) ([]byte, error) {
+					if b, ok := x.Blobs[digest]; ok {
+						return b, nil
+					}
+					return nil, fmt.Errorf("not in %s", file)
+				}
+				for _, id := range x.Order {
+					projected = append(projected, runTrace{id: id, events: len(x.Runs[id]), spans: traces.Project(id, x.Runs[id], opts)})
 				}
 			} else {
 				b, _, err := g.openBus(cmd, catalog.ComponentCLI, true)
@@ -121,6 +127,7 @@ instead of sending them.`,
 					return err
 				}
 				defer b.Close()
+				opts.Blob = wiring.BlobReader(ctx, b)
 				// Read and fold at once: the fold keeps spans, not events.
 				spans, n, err := traces.ProjectFrom(run, bus.ValidEvents(b.Read(ctx, bus.ReadOptions{RunID: run})), opts)
 				if err != nil {
@@ -213,26 +220,26 @@ func (c *checkedExporter) result() (int, error) {
 	return c.sent, c.err
 }
 
-// readExportFile reads the events of a `vera events export` file ("-" is
-// standard input), by run.
-func readExportFile(path string) (map[string][]bus.Event, []string, error) {
+// readExportFile reads a `vera events export` file ("-" is standard
+// input): its events by run, and its blobs.
+func readExportFile(path string) (bus.ExportEvents, error) {
 	var r io.Reader = os.Stdin
 	if path != "-" {
 		fh, err := os.Open(path)
 		if err != nil {
-			return nil, nil, err
+			return bus.ExportEvents{}, err
 		}
 		defer fh.Close()
 		r = fh
 	}
-	runs, order, err := bus.ReadExportEvents(r)
+	x, err := bus.ReadExportEvents(r)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return bus.ExportEvents{}, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(order) == 0 {
-		return nil, nil, fmt.Errorf("%s holds no events", path)
+	if len(x.Order) == 0 {
+		return bus.ExportEvents{}, fmt.Errorf("%s holds no events", path)
 	}
-	return runs, order, nil
+	return x, nil
 }
 
 // printSpans writes a run's spans as an indented tree, children under

@@ -22,11 +22,11 @@ const demoFile = "demo/example-run.jsonl"
 // demoSpans is what a recorded export of the demo run holds.
 func demoSpans(t *testing.T) (string, []*traces.Span) {
 	t.Helper()
-	runs, order, err := readExportFile(demoFile)
+	x, err := readExportFile(demoFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return order[0], traces.Project(order[0], runs[order[0]], traces.Options{})
+	return x.Order[0], traces.Project(x.Order[0], x.Runs[x.Order[0]], traces.Options{})
 }
 
 func traceHex(run string) string {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -122,7 +123,11 @@ func scalarAttr(key string, v any) (attribute.KeyValue, bool) {
 	switch x := v.(type) {
 	case string:
 		if len(x) > maxGenericString {
-			x = x[:maxGenericString] + "…"
+			i := maxGenericString
+			for i > 0 && !utf8.RuneStart(x[i]) {
+				i--
+			}
+			x = x[:i] + "…"
 		}
 		return attribute.String(key, x), true
 	case bool:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/projector/traces"
 )
 
@@ -144,4 +145,59 @@ func TestLiveRestartMidRun(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("after a restart the spans differ:\ngot:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestLiveContentFromBlobStore: with content on, the live projector reads
+// a model call's messages from the bus's object store.
+func TestLiveContentFromBlobStore(t *testing.T) {
+	_, b := bustest.New(t)
+	ctx := context.Background()
+	msgs := []byte(`[{"role":"system","content":"` + strings.Repeat("s", 100000) + `"},{"role":"user","content":"find it"}]`)
+	ref, err := b.PutBlob(ctx, msgs, "application/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := tracetest.NewInMemoryExporter()
+	sink, err := traces.NewSink(exp, traces.SinkOptions{Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := traces.NewLive(b, traces.LiveConfig{Sink: sink, Hold: -1, Logger: bustest.Logger(t),
+		Options: traces.Options{Content: true, Blob: func(d string) ([]byte, error) { return b.GetBlob(ctx, d) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := bustest.Start(t, "live traces", l.Run)
+	defer stop()
+	const run = "content-run"
+	model := catalog.ModelConfig{BaseURL: "http://127.0.0.1:1234", Name: "m"}
+	for _, p := range []bus.Payload{
+		catalog.TaskSubmitted{SubmittedBy: "cli", RunConfig: catalog.RunConfig{Task: "t", WorkDir: "/w", Model: model}},
+		catalog.ModelRequested{CallID: "c1", Scope: catalog.ScopeAgent, Step: 1, Model: "m", BaseURL: model.BaseURL, Attempt: 1, MessageCount: 2,
+			MessagesBlob: &catalog.BlobRef{Digest: ref.Digest, Size: ref.Size, ContentType: ref.ContentType}},
+		catalog.ModelResponded{CallID: "c1", Scope: catalog.ScopeAgent, Step: 1, Model: "m", Attempt: 1, FinishReason: "stop", Text: "ok"},
+	} {
+		ev, err := b.Events.New(run, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range exp.GetSpans() {
+			if strings.HasPrefix(s.Name, "chat ") {
+				for _, kv := range s.Attributes {
+					if kv.Key == "gen_ai.input.messages" && strings.Contains(kv.Value.AsString(), "find it") {
+						return
+					}
+				}
+				t.Fatalf("chat span without the blob's messages: %v", s.Attributes)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no chat span exported")
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -27,7 +28,14 @@ type Options struct {
 	// Off by default, as the GenAI conventions ask: these may hold
 	// sensitive data.
 	Content bool
+	// Blob, when set, returns a blob's bytes by digest: with Content, the
+	// text that events carry as blobs (big model messages and replies,
+	// long answers) is then recorded too, cut at MaxContentBytes.
+	Blob func(digest string) ([]byte, error)
 }
+
+// MaxContentBytes bounds the text one attribute copies from a blob.
+const MaxContentBytes = 256 << 10
 
 // Span is one span of a run's trace, as the projection computes it.
 type Span struct {
@@ -368,8 +376,12 @@ func (p *Projection) runFinished(ev bus.Event, root *Span) {
 	if d.Usage.Total > 0 || d.Usage.Prompt > 0 {
 		root.Attrs = append(root.Attrs, semconv.GenAIUsageInputTokensKey.Int64(d.Usage.Prompt), semconv.GenAIUsageOutputTokensKey.Int64(d.Usage.Completion))
 	}
-	if p.opts.Content && d.Answer != "" {
-		root.Attrs = append(root.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "assistant", Content: d.Answer}}, "stop")))
+	answer := d.Answer
+	if text, ok := p.blobText(root, d.AnswerBlob); ok && answer == "" {
+		answer = text
+	}
+	if p.opts.Content && answer != "" {
+		root.Attrs = append(root.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "assistant", Content: answer}}, "stop")))
 	}
 	if d.Outcome == catalog.OutcomeFailed {
 		root.Status, root.StatusMessage = codes.Error, d.Reason
@@ -434,6 +446,19 @@ func (p *Projection) modelRequested(ev bus.Event) {
 			attrs = append(attrs, semconv.GenAIInputMessagesKey.String(messagesJSON(d.Messages, "")))
 		}
 		s = p.open(key, ev, parent, "chat "+d.Model, trace.SpanKindClient, attrs...)
+		if raw, ok := p.blobBytes(s, d.MessagesBlob); ok {
+			var msgs []catalog.Message
+			if err := json.Unmarshal(raw, &msgs); err == nil {
+				// Each message cut on its own, so the array stays one.
+				per := max(MaxContentBytes/max(len(msgs), 1), 4096)
+				for i := range msgs {
+					msgs[i].Content = cut(msgs[i].Content, per)
+				}
+				s.Attrs = append(s.Attrs, semconv.GenAIInputMessagesKey.String(messagesJSON(msgs, "")))
+			} else {
+				s.Attrs = append(s.Attrs, attribute.String("vera.blob_error", d.MessagesBlob.Digest+": not a JSON array of messages"))
+			}
+		}
 		if d.Scope == catalog.ScopeAgent && d.Step > 0 {
 			p.stepCall[d.Step] = key
 		}
@@ -486,6 +511,8 @@ func (p *Projection) modelResponded(ev bus.Event) {
 		s.Attrs = append(s.Attrs, semconv.ErrorTypeKey.String(modelErrorType(d)))
 	} else if p.opts.Content && d.Text != "" {
 		s.Attrs = append(s.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "assistant", Content: d.Text}}, d.FinishReason)))
+	} else if text, ok := p.blobText(s, d.TextBlob); ok {
+		s.Attrs = append(s.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "assistant", Content: text}}, d.FinishReason)))
 	}
 	if d.TextBlob != nil {
 		s.Attrs = append(s.Attrs, attribute.String("vera.text_blob", d.TextBlob.Digest))
@@ -579,7 +606,11 @@ func (p *Projection) toolFinished(ev bus.Event) {
 	}
 	if p.opts.Content {
 		out := d.Stdout.Head
-		if d.Stdout.Truncated {
+		if d.Stdout.Encoding != "" {
+			// Not text: head and tail hold base64 of the bytes.
+		} else if whole, ok := p.blobText(s, d.Stdout.Blob); ok {
+			out = whole
+		} else if d.Stdout.Truncated {
 			out += "\n[…]\n" + d.Stdout.Tail
 		}
 		s.Attrs = append(s.Attrs, semconv.GenAIToolCallResultKey.String(out))
@@ -727,6 +758,9 @@ func (p *Projection) auditRequested(ev bus.Event) {
 		attrs = append(attrs, semconv.GenAIInputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "user", Content: d.Answer}}, "")))
 	}
 	s := p.open(key, ev, p.root, "invoke_agent deepverifier", trace.SpanKindInternal, attrs...)
+	if text, ok := p.blobText(s, d.AnswerBlob); ok && d.Answer == "" {
+		s.Attrs = append(s.Attrs, semconv.GenAIInputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "user", Content: text}}, "")))
+	}
 	p.answers[ev.ID] = key
 	p.event(s, ev)
 }
@@ -882,6 +916,42 @@ func (p *Projection) verifyFastScored(ev bus.Event) {
 	attrs = append(attrs, attribute.String("vera.verifyfast.profile", d.Profile), attribute.String("vera.answer_event_id", d.AnswerEventID))
 	s := p.answerSpan(d.AnswerEventID)
 	s.Events = append(s.Events, SpanEvent{Name: evaluationEvent, Time: ev.Time, Attrs: attrs})
+}
+
+// blobText returns the bytes of ref for a content attribute, cut at
+// MaxContentBytes; ok is false without content capture, a blob reader or
+// a reference, and when the blob cannot be read (s then says why).
+func (p *Projection) blobText(s *Span, ref *catalog.BlobRef) (string, bool) {
+	b, ok := p.blobBytes(s, ref)
+	if !ok {
+		return "", false
+	}
+	return cut(string(b), MaxContentBytes), true
+}
+
+func (p *Projection) blobBytes(s *Span, ref *catalog.BlobRef) ([]byte, bool) {
+	if !p.opts.Content || p.opts.Blob == nil || ref == nil {
+		return nil, false
+	}
+	b, err := p.opts.Blob(ref.Digest)
+	if err != nil {
+		s.Attrs = append(s.Attrs, attribute.String("vera.blob_error", fmt.Sprintf("%s: %v", ref.Digest, err)))
+		return nil, false
+	}
+	return b, true
+}
+
+// cut returns text whole when it fits in limit bytes, else its first
+// limit bytes (whole UTF-8 characters) and a marker.
+func cut(text string, limit int) string {
+	if len(text) <= limit {
+		return text
+	}
+	i := limit
+	for i > 0 && !utf8.RuneStart(text[i]) {
+		i--
+	}
+	return text[:i] + fmt.Sprintf("\n[… cut: %d of %d bytes]", i, len(text))
 }
 
 // evaluationEvent is the GenAI conventions' event for a verdict.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -21,19 +22,25 @@ import (
 // run of the whole system.
 func demoRun(t testing.TB) (string, []bus.Event) {
 	t.Helper()
+	x := demoExport(t)
+	return x.Order[0], x.Runs[x.Order[0]]
+}
+
+func demoExport(t testing.TB) bus.ExportEvents {
+	t.Helper()
 	f, err := os.Open("../../cmd/vera/demo/example-run.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	runs, order, err := bus.ReadExportEvents(f)
+	x, err := bus.ReadExportEvents(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(order) != 1 {
-		t.Fatalf("demo file holds %d runs", len(order))
+	if len(x.Order) != 1 {
+		t.Fatalf("demo file holds %d runs", len(x.Order))
 	}
-	return order[0], runs[order[0]]
+	return x
 }
 
 func attr(s *traces.Span, key string) (attribute.Value, bool) {
@@ -480,4 +487,63 @@ func TestProjectFromEqualsProject(t *testing.T) {
 	if _, _, err := traces.ProjectFrom(run, failing, traces.Options{}); err == nil || !strings.Contains(err.Error(), "connection lost") {
 		t.Fatalf("a read error: %v", err)
 	}
+}
+
+// TestContentFromBlobs: with content on and a blob reader, the messages
+// and texts that events carry as blobs are in the spans too; a blob that
+// cannot be read is named, not fatal.
+func TestContentFromBlobs(t *testing.T) {
+	blobs := map[string][]byte{}
+	ref := func(b []byte, ct string) *catalog.BlobRef {
+		d := bus.Digest(b)
+		blobs[d] = b
+		return &catalog.BlobRef{Digest: d, Size: int64(len(b)), ContentType: ct}
+	}
+	msgs, _ := json.Marshal([]catalog.Message{{Role: "system", Content: strings.Repeat("règles ", 60000)}, {Role: "user", Content: "the task"}})
+	reply := []byte(strings.Repeat("THOUGHT: long ", 3000))
+	s := &bustest.Synth{TB: t, RunID: "blobs", T0: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+	model := catalog.ModelConfig{BaseURL: "http://127.0.0.1:1234", Name: "m"}
+	s.Add("cli", catalog.TaskSubmitted{SubmittedBy: "cli", RunConfig: catalog.RunConfig{Task: "t", WorkDir: "/w", Model: model}})
+	s.Add("agent", catalog.ModelRequested{CallID: "c1", Scope: catalog.ScopeAgent, Step: 1, Model: "m", BaseURL: model.BaseURL, Attempt: 1,
+		MessageCount: 2, MessagesBlob: ref(msgs, "application/json")})
+	s.Add("agent", catalog.ModelResponded{CallID: "c1", Scope: catalog.ScopeAgent, Step: 1, Model: "m", Attempt: 1, FinishReason: "stop",
+		TextBlob: ref(reply, "text/plain; charset=utf-8")})
+	s.Add("agent", catalog.RunFinished{Outcome: catalog.OutcomeResolved, Steps: 1, AnswerBlob: ref([]byte("a long answer"), "text/plain; charset=utf-8")})
+
+	read := func(d string) ([]byte, error) {
+		if b, ok := blobs[d]; ok {
+			return b, nil
+		}
+		return nil, fmt.Errorf("no blob %s", d)
+	}
+	spans := traces.Project(s.RunID, s.Evs, traces.Options{Content: true, Blob: read})
+	chat := byName(spans, "chat")[0]
+	in, _ := attr(chat, "gen_ai.input.messages")
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(in.AsString()), &got); err != nil || len(got) != 2 || got[1]["role"] != "user" {
+		t.Errorf("input messages from the blob: %v (%v)", got, err)
+	}
+	if out, _ := attr(chat, "gen_ai.output.messages"); !strings.Contains(out.AsString(), "THOUGHT: long") {
+		t.Error("the reply stored as a blob is not the output message")
+	}
+	if out, _ := attr(byName(spans, "invoke_agent vera")[0], "gen_ai.output.messages"); !strings.Contains(out.AsString(), "a long answer") {
+		t.Error("the answer stored as a blob is not the run's output message")
+	}
+	if n := len(in.AsString()); n > traces.MaxContentBytes+1024 || !strings.Contains(in.AsString(), "cut:") {
+		t.Errorf("input messages of %d bytes from a %d-byte blob: not cut to %d", n, len(msgs), traces.MaxContentBytes)
+	}
+	if !utf8.ValidString(in.AsString()) {
+		t.Error("cutting broke a UTF-8 character")
+	}
+
+	inline := traces.Project(s.RunID, s.Evs, traces.Options{Content: true})
+	if _, ok := attr(byName(inline, "chat")[0], "gen_ai.input.messages"); ok {
+		t.Error("input messages without a blob reader")
+	}
+	failed := traces.Project(s.RunID, s.Evs, traces.Options{Content: true, Blob: func(string) ([]byte, error) { return nil, fmt.Errorf("store unreachable") }})
+	if v, ok := attr(byName(failed, "chat")[0], "vera.blob_error"); !ok || !strings.Contains(v.AsString(), "store unreachable") {
+		t.Error("an unreadable blob is not named on its span")
+	}
+	// Without the content opt-in the reader is never asked.
+	traces.Project(s.RunID, s.Evs, traces.Options{Blob: func(string) ([]byte, error) { t.Fatal("blob read without content"); return nil, nil }})
 }
