@@ -51,7 +51,17 @@ func objectName(digest string) (string, error) {
 }
 
 func (b *Bus) blobStore(ctx context.Context) (jetstream.ObjectStore, error) {
-	os, err := b.js.ObjectStore(ctx, BlobBucket)
+	// Opening asks the stream's leader, which a cluster may be electing
+	// (a node just died): retry timeouts for up to a minute, as publishes
+	// do, instead of failing an export on the first one.
+	var os jetstream.ObjectStore
+	octx, cancel := context.WithTimeout(ctx, blobOpenWait)
+	defer cancel()
+	err := b.retryAPI(octx, "open object store "+BlobBucket, func(actx context.Context) error {
+		var err error
+		os, err = b.js.ObjectStore(actx, BlobBucket)
+		return err
+	})
 	if err == nil {
 		return os, nil
 	}
@@ -72,6 +82,9 @@ func (b *Bus) blobStore(ctx context.Context) (jetstream.ObjectStore, error) {
 	}
 	return os, nil
 }
+
+// blobOpenWait bounds the retries of opening the object store.
+const blobOpenWait = time.Minute
 
 // PutBlob stores data under its digest (once: an existing blob is kept) and
 // returns its reference.
