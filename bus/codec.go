@@ -471,31 +471,51 @@ func memberName(k []byte) string {
 	return string(k)
 }
 
-func (e *Event) decodeMember(s *scanner, name string) error {
-	var dst *string
+// stringAttr returns the field of the context attribute name that holds
+// a string (specversion, id, … tracestate), or nil for any other name: the
+// one table of both modes' readers (decodeMember, readBinary).
+func (e *Event) stringAttr(name string) *string {
 	switch name {
 	case "specversion":
-		dst = &e.SpecVersion
+		return &e.SpecVersion
 	case "id":
-		dst = &e.ID
+		return &e.ID
 	case "source":
-		dst = &e.Source
+		return &e.Source
 	case "type":
-		dst = &e.Type
+		return &e.Type
 	case "subject":
-		dst = &e.Subject
+		return &e.Subject
 	case "datacontenttype":
-		dst = &e.DataContentType
-	case "runid":
-		dst = &e.RunID
-	case "causationid":
-		dst = &e.CausationID
+		return &e.DataContentType
 	case "dataschema":
-		dst = &e.DataSchema
+		return &e.DataSchema
+	case "runid":
+		return &e.RunID
+	case "causationid":
+		return &e.CausationID
 	case "traceparent":
-		dst = &e.Traceparent
+		return &e.Traceparent
 	case "tracestate":
-		dst = &e.Tracestate
+		return &e.Tracestate
+	}
+	return nil
+}
+
+func (e *Event) decodeMember(s *scanner, name string) error {
+	if dst := e.stringAttr(name); dst != nil {
+		if s.peek() == 'n' {
+			*dst = ""
+			return s.literal("null")
+		}
+		v, err := s.stringValue()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		*dst = v
+		return nil
+	}
+	switch name {
 	case "time":
 		if s.peek() == 'n' {
 			e.Time = time.Time{}
@@ -540,14 +560,4 @@ func (e *Event) decodeMember(s *scanner, name string) error {
 		// Other extension attributes are allowed and ignored.
 		return s.value(0)
 	}
-	if s.peek() == 'n' {
-		*dst = ""
-		return s.literal("null")
-	}
-	v, err := s.stringValue()
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	*dst = v
-	return nil
 }

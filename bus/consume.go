@@ -541,43 +541,18 @@ func (e *Event) readBinary(header nats.Header, data []byte) error {
 		if len(k) <= 3 || !strings.EqualFold(k[:3], "ce-") {
 			continue
 		}
-		var dst *string
-		switch strings.ToLower(k[3:]) {
-		case "specversion":
-			dst = &e.SpecVersion
-		case "id":
-			dst = &e.ID
-		case "source":
-			dst = &e.Source
-		case "type":
-			dst = &e.Type
-		case "subject":
-			dst = &e.Subject
-		case "datacontenttype":
-			dst = &e.DataContentType
-		case "dataschema":
-			dst = &e.DataSchema
-		case "runid":
-			dst = &e.RunID
-		case "causationid":
-			dst = &e.CausationID
-		case "traceparent":
-			dst = &e.Traceparent
-		case "tracestate":
-			dst = &e.Tracestate
-		case "time":
+		name := strings.ToLower(k[3:])
+		if dst := e.stringAttr(name); dst != nil {
+			*dst = val
+		} else if name == "time" {
 			t, err := time.Parse(time.RFC3339Nano, val)
 			if err != nil {
 				return fmt.Errorf("ce-time: %v", err)
 			}
 			e.Time = t
-		default:
-			// Other extension attributes are allowed and ignored, as in
-			// structured mode.
 		}
-		if dst != nil {
-			*dst = val
-		}
+		// Other extension attributes are allowed and ignored, as in
+		// structured mode.
 	}
 	if e.DataContentType == "" {
 		e.DataContentType = contentType
