@@ -2,7 +2,6 @@ package bus
 
 import (
 	"bufio"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,19 +40,11 @@ func ReadExportEvents(r io.Reader) (ExportEvents, error) {
 			x.Blobs[Digest(ev.DataBase64)] = ev.DataBase64
 			continue
 		case RawType:
-			var raw struct {
-				SubjectTail string `json:"subject_tail"`
-				RawBase64   string `json:"raw_base64"`
-				Malformed   string `json:"malformed"`
-			}
-			if json.Unmarshal(ev.Data, &raw) != nil || raw.Malformed != "" {
+			var d RawData
+			if json.Unmarshal(ev.Data, &d) != nil || d.Malformed != "" {
 				continue
 			}
-			b, err := base64.StdEncoding.DecodeString(raw.RawBase64)
-			if err != nil {
-				continue
-			}
-			inner, err := ParseStored(SubjectRoot+"."+ev.RunID+"."+raw.SubjectTail, b)
+			inner, err := ParseStoredMsg(SubjectRoot+"."+ev.RunID+"."+d.SubjectTail, d.Header, d.Raw)
 			if err != nil {
 				continue
 			}
