@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 )
@@ -32,7 +30,7 @@ func BenchmarkProjectionRebuild(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		n := rawRead(b, bb, filter)
+		n := bustest.RawRead(b, bb, filter)
 		t1 := time.Now()
 		dir := filepath.Join(root, "rb"+strconv.Itoa(i))
 		if err := f.Rebuild(ctx, runID, dir); err != nil {
@@ -57,34 +55,6 @@ func BenchmarkProjectionRebuild(b *testing.B) {
 	b.ReportMetric(float64(bytesOut), "bytes-written")
 }
 
-func rawRead(b *testing.B, bb *bus.Bus, filter string) int {
-	ctx := context.Background()
-	cons, err := bb.JetStream().OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer it.Stop()
-	n := 0
-	for {
-		m, err := it.Next()
-		if err != nil {
-			b.Fatal(err)
-		}
-		n++
-		meta, err := m.Metadata()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if meta.NumPending == 0 {
-			return n
-		}
-	}
-}
-
 // BenchmarkLiveProjection measures the live projector (an fsync per file
 // append and an atomic state write per event) on a run of about 12 000
 // events, against a raw ordered-consumer read of the same events.
@@ -100,7 +70,7 @@ func BenchmarkLiveProjection(b *testing.B) {
 		publish(b, bb, evs)
 		filter, _ := bus.FilterSubject(runID, "")
 		t0 := time.Now()
-		rawRead(b, bb, filter)
+		bustest.RawRead(b, bb, filter)
 		t1 := time.Now()
 		stop := startFiles(b, bb)
 		waitProjected(b, dir, lastSeq(b, bb, runID))
@@ -139,8 +109,8 @@ func BenchmarkLiveProjectionInterleaved(b *testing.B) {
 		fa, _ := bus.FilterSubject(runA, "")
 		fb, _ := bus.FilterSubject(runB, "")
 		t0 := time.Now()
-		rawRead(b, bb, fa)
-		rawRead(b, bb, fb)
+		bustest.RawRead(b, bb, fa)
+		bustest.RawRead(b, bb, fb)
 		t1 := time.Now()
 		stop := startFiles(b, bb)
 		waitProjected(b, dirA, lastSeq(b, bb, runA))

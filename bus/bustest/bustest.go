@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/embedded"
@@ -312,5 +314,37 @@ func ConsumerCounter(tb testing.TB, b *bus.Bus) func() int {
 			tb.Fatal(err)
 		}
 		return info.State.Consumers
+	}
+}
+
+// RawRead reads every message stored on filter with a plain nats.go
+// ordered consumer, parsing nothing, and returns how many there were: the
+// raw baseline that readers and projectors are benchmarked against.
+func RawRead(tb testing.TB, b *bus.Bus, filter string) int {
+	tb.Helper()
+	ctx := context.Background()
+	cons, err := b.JetStream().OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer it.Stop()
+	n := 0
+	for {
+		m, err := it.Next()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n++
+		meta, err := m.Metadata()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if meta.NumPending == 0 {
+			return n
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/vera-run/vera/bus"
@@ -82,34 +81,6 @@ func (c *countingExporter) done() bool {
 	return c.root
 }
 
-func rawRead(tb testing.TB, b *bus.Bus, filter string) int {
-	ctx := context.Background()
-	cons, err := b.JetStream().OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer it.Stop()
-	n := 0
-	for {
-		m, err := it.Next()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		n++
-		meta, err := m.Metadata()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if meta.NumPending == 0 {
-			return n
-		}
-	}
-}
-
 func runLive(tb testing.TB, b *bus.Bus, exp sdktrace.SpanExporter, durable string, sync bool) (stop func()) {
 	sink, err := traces.NewSink(exp, traces.SinkOptions{Sync: sync})
 	if err != nil {
@@ -150,7 +121,7 @@ func BenchmarkLiveTraces(b *testing.B) {
 		}
 		filter, _ := bus.FilterSubject(runID, "")
 		t0 := time.Now()
-		if got := rawRead(b, bb, filter); got != len(evs) {
+		if got := bustest.RawRead(b, bb, filter); got != len(evs) {
 			b.Fatalf("raw read %d of %d", got, len(evs))
 		}
 		t1 := time.Now()
@@ -230,7 +201,7 @@ func BenchmarkRecordedTraces(b *testing.B) {
 	var raw, rec time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		rawRead(b, bb, filter)
+		bustest.RawRead(b, bb, filter)
 		t1 := time.Now()
 		spans, read, err := traces.ProjectFrom(runID, bus.ValidEvents(bb.Read(context.Background(), bus.ReadOptions{RunID: runID})), traces.Options{})
 		if err != nil {
