@@ -143,36 +143,31 @@ func scalarAttr(key string, v any) (attribute.KeyValue, bool) {
 		}
 		switch x[0].(type) {
 		case string:
-			ss := make([]string, 0, len(x))
-			for _, e := range x {
-				s, ok := e.(string)
-				if !ok {
-					return attribute.KeyValue{}, false
-				}
-				ss = append(ss, s)
+			if ss, ok := all[string](x); ok {
+				return attribute.StringSlice(key, ss), true
 			}
-			return attribute.StringSlice(key, ss), true
 		case float64:
-			fs := make([]float64, 0, len(x))
-			for _, e := range x {
-				f, ok := e.(float64)
-				if !ok {
-					return attribute.KeyValue{}, false
-				}
-				fs = append(fs, f)
+			if fs, ok := all[float64](x); ok {
+				return attribute.Float64Slice(key, fs), true
 			}
-			return attribute.Float64Slice(key, fs), true
 		case bool:
-			bs := make([]bool, 0, len(x))
-			for _, e := range x {
-				b, ok := e.(bool)
-				if !ok {
-					return attribute.KeyValue{}, false
-				}
-				bs = append(bs, b)
+			if bs, ok := all[bool](x); ok {
+				return attribute.BoolSlice(key, bs), true
 			}
-			return attribute.BoolSlice(key, bs), true
 		}
 	}
 	return attribute.KeyValue{}, false
+}
+
+// all returns the elements of x as Ts, or false when one is not a T.
+func all[T any](x []any) ([]T, bool) {
+	out := make([]T, 0, len(x))
+	for _, e := range x {
+		v, ok := e.(T)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, v)
+	}
+	return out, true
 }

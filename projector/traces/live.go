@@ -73,11 +73,9 @@ type Live struct {
 	bus *bus.Bus
 	cfg LiveConfig
 
-	mu       sync.Mutex
-	runs     map[string]*liveRun
-	tick     uint64
-	exported uint64
-	late     uint64
+	mu   sync.Mutex
+	runs map[string]*liveRun
+	tick uint64
 }
 
 type liveRun struct {
@@ -139,14 +137,6 @@ func (l *Live) Run(ctx context.Context) error {
 	return err
 }
 
-// Stats returns the spans exported and the events that came after their
-// run's trace was complete.
-func (l *Live) Stats() (exported, late uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.exported, l.late
-}
-
 // Handle folds one delivered event. Events of one run come in stream order
 // (bus.Consume shards by run).
 func (l *Live) Handle(ctx context.Context, m *bus.Message) error {
@@ -168,12 +158,10 @@ func (l *Live) Handle(ctx context.Context, m *bus.Message) error {
 	r.lastSeq = m.Sequence
 	l.tick++
 	r.touched = l.tick
-	if r.p.Done() {
-		l.late++
+	if !r.p.Add(ev) {
 		l.cfg.Logger.Debug("event after its run's trace was exported", "run", ev.RunID, "type", ev.Type, "id", ev.ID)
 		return nil
 	}
-	r.p.Add(ev)
 	if l.cfg.Hold == 0 {
 		l.emit(ctx, r.p, r.p.Take(nil))
 	}
@@ -244,5 +232,4 @@ func (l *Live) emit(ctx context.Context, p *Projection, spans []*Span) {
 		return
 	}
 	l.cfg.Sink.Emit(ctx, p.TraceID(), spans)
-	l.exported += uint64(len(spans))
 }

@@ -80,9 +80,7 @@ type Projection struct {
 	answers   map[string]string // id of an event carrying an answer → key of its span
 	stopScore int
 	last      time.Time // time of the latest event
-	finished  bool      // run.finished seen
 	rootTaken bool      // the root was taken: the trace is complete
-	late      int       // events after that
 
 	extEvents, extDropped int // outside tools' events on the root, and those left out
 }
@@ -105,9 +103,6 @@ func NewProjection(runID string, opts Options, now func() time.Time) *Projection
 
 // TraceID returns the run's trace id.
 func (p *Projection) TraceID() trace.TraceID { return bus.TraceID(p.runID) }
-
-// Finished reports whether the run's vera.run.finished was folded.
-func (p *Projection) Finished() bool { return p.finished }
 
 // Take returns the ended spans that ready accepts (all when ready is nil)
 // and forgets them: an event for one of them that comes later goes on the
@@ -136,11 +131,8 @@ func (p *Projection) Take(ready func(*Span) bool) []*Span {
 }
 
 // Done reports whether the run's root span was taken: the trace is
-// complete, and later events of the run are only counted ([Projection.Late]).
+// complete, and Add ignores later events of the run.
 func (p *Projection) Done() bool { return p.rootTaken }
-
-// Late returns how many events came after the trace was complete.
-func (p *Projection) Late() int { return p.late }
 
 // Close ends every open span at the latest event's time, marked
 // vera.unfinished (a recorded run cut off, a command never answered), and
@@ -175,11 +167,11 @@ func (p *Projection) openChildren() []*Span {
 	return open
 }
 
-// Add folds one event of the run (stream order).
-func (p *Projection) Add(ev bus.Event) {
+// Add folds one event of the run (stream order). It returns false, and
+// changes nothing, when the trace is complete already (Done).
+func (p *Projection) Add(ev bus.Event) bool {
 	if p.rootTaken {
-		p.late++
-		return
+		return false
 	}
 	if ev.Time.After(p.last) {
 		p.last = ev.Time
@@ -241,12 +233,13 @@ func (p *Projection) Add(ev bus.Event) {
 			// (the SDK keeps a span's newest events).
 			if p.extEvents >= MaxExtEvents {
 				p.extDropped++
-				return
+				return true
 			}
 			p.extEvents++
 		}
 		root.Events = append(root.Events, SpanEvent{Name: ev.Type, Time: ev.Time, Attrs: p.genericAttrs(ev)})
 	}
+	return true
 }
 
 // ensureRoot returns the run's root span, opening it at the first event.
@@ -360,7 +353,6 @@ func (p *Projection) runFinished(ev bus.Event, root *Span) {
 	if !p.decode(ev, &d) {
 		return
 	}
-	p.finished = true
 	p.answers[ev.ID] = root.key
 	root.Attrs = append(root.Attrs,
 		attribute.String("vera.outcome", string(d.Outcome)),

@@ -378,9 +378,11 @@ func TestLateEventsAfterTake(t *testing.T) {
 	if !p.Done() {
 		t.Error("not done after the root was taken")
 	}
-	p.Add(s.Evs[0])
-	if p.Late() != 1 {
-		t.Errorf("Late() = %d after one event past the end", p.Late())
+	if p.Add(s.Evs[0]) {
+		t.Error("an event after the trace was complete was folded")
+	}
+	if spans := p.Take(nil); len(spans) != 0 {
+		t.Errorf("an event after the trace was complete made %d spans", len(spans))
 	}
 }
 
@@ -546,4 +548,43 @@ func TestContentFromBlobs(t *testing.T) {
 	}
 	// Without the content opt-in the reader is never asked.
 	traces.Project(s.RunID, s.Evs, traces.Options{Blob: func(string) ([]byte, error) { t.Fatal("blob read without content"); return nil, nil }})
+}
+
+// TestGenericEventAttributes: an event without its own mapping keeps its
+// scalar members and its arrays of one scalar type; other values are left
+// out.
+func TestGenericEventAttributes(t *testing.T) {
+	s := synthRun(t)
+	evs := s.Evs[:len(s.Evs)-1]
+	ev := evs[0]
+	ev.ID, ev.Type, ev.Source = "ext-1", "vera.ext.acme.scanned", "acme"
+	ev.Data = json.RawMessage(`{"name":"x","n":3,"ratio":0.5,"ok":true,"tags":["a","b"],"nums":[1,2.5],"flags":[true,false],"mixed":[1,"a"],"obj":{"k":1},"none":null,"empty":[]}`)
+	evs = append(evs, ev, s.Evs[len(s.Evs)-1])
+	root := byName(traces.Project(s.RunID, evs, traces.Options{}), "invoke_agent vera")[0]
+	var got traces.SpanEvent
+	for _, e := range root.Events {
+		if e.Name == "vera.ext.acme.scanned" {
+			got = e
+		}
+	}
+	want := map[string]string{
+		"vera.name": "x", "vera.n": "3", "vera.ratio": "0.5", "vera.ok": "true",
+		"vera.tags": `["a","b"]`, "vera.nums": "[1,2.5]", "vera.flags": "[true false]",
+		"vera.source": "acme", "vera.event_id": "ext-1",
+	}
+	for _, kv := range got.Attrs {
+		k := string(kv.Key)
+		w, ok := want[k]
+		if !ok {
+			t.Errorf("unexpected attribute %s = %s", k, kv.Value.Emit())
+			continue
+		}
+		if kv.Value.Emit() != w {
+			t.Errorf("%s = %s, want %s", k, kv.Value.Emit(), w)
+		}
+		delete(want, k)
+	}
+	for k := range want {
+		t.Errorf("attribute %s missing", k)
+	}
 }
