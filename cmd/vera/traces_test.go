@@ -112,7 +112,7 @@ func checkDemoTrace(t *testing.T, run string, tr *jaegertest.Trace) {
 				if v, ok := e.Attributes["gen_ai.evaluation.score.value"].(float64); ok {
 					scores = append(scores, v)
 				}
-				if e.Attributes["gen_ai.evaluation.explanation"] == "" {
+				if x, _ := e.Attributes["gen_ai.evaluation.explanation"].(string); x == "" {
 					t.Error("an auditor verdict without its explanation")
 				}
 			}
