@@ -99,33 +99,19 @@ func KeyedID(t time.Time, key string) string {
 // dataSchemas maps a catalogued type to its dataschema URL (the $id of its
 // JSON Schema). Package catalog fills it in its init (RegisterDataSchema):
 // bus cannot import catalog, which imports bus.
-var dataSchemas atomic.Pointer[map[string]string]
+var dataSchemas sync.Map // type → URL
 
 // RegisterDataSchema records url as the dataschema of events of type typ:
 // the Factory puts it on every event of that type it builds. Package
 // catalog registers each catalogued type's schema $id
 // (https://vera.dev/schemas/<type>.json); other types (vera.ext.*) get none
 // from the factory. Safe for concurrent use; meant for init functions.
-func RegisterDataSchema(typ, url string) {
-	for {
-		old := dataSchemas.Load()
-		next := make(map[string]string, 64)
-		if old != nil {
-			for k, v := range *old {
-				next[k] = v
-			}
-		}
-		next[typ] = url
-		if dataSchemas.CompareAndSwap(old, &next) {
-			return
-		}
-	}
-}
+func RegisterDataSchema(typ, url string) { dataSchemas.Store(typ, url) }
 
 // DataSchemaOf returns the dataschema registered for typ, or "".
 func DataSchemaOf(typ string) string {
-	if m := dataSchemas.Load(); m != nil {
-		return (*m)[typ]
+	if v, ok := dataSchemas.Load(typ); ok {
+		return v.(string)
 	}
 	return ""
 }
