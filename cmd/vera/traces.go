@@ -127,7 +127,7 @@ instead of sending them.`,
 					return err
 				}
 				defer b.Close()
-				opts.Blob = wiring.BlobReader(ctx, b)
+				opts.Blob = func(digest string) ([]byte, error) { return b.GetBlob(ctx, digest) }
 				// Read and fold at once: the fold keeps spans, not events.
 				spans, n, err := traces.ProjectFrom(run, bus.ValidEvents(b.Read(ctx, bus.ReadOptions{RunID: run})), opts)
 				if err != nil {

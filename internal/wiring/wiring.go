@@ -197,7 +197,7 @@ func (s Set) Start(ctx context.Context, sup *component.Supervisor) {
 			cfg := tc.Live
 			cfg.Sink = sink
 			if cfg.Options.Content && cfg.Options.Blob == nil {
-				cfg.Options.Blob = BlobReader(ctx, b)
+				cfg.Options.Blob = func(digest string) ([]byte, error) { return b.GetBlob(ctx, digest) }
 			}
 			if cfg.Logger == nil {
 				cfg.Logger = s.Logger
@@ -205,15 +205,6 @@ func (s Set) Start(ctx context.Context, sup *component.Supervisor) {
 			l, err := traces.NewLive(b, cfg)
 			return l, shutdown, err
 		})
-	}
-}
-
-// BlobReader reads blobs from b's object store, each read bounded to 30 s.
-func BlobReader(ctx context.Context, b *bus.Bus) func(digest string) ([]byte, error) {
-	return func(digest string) ([]byte, error) {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		return b.GetBlob(rctx, digest)
 	}
 }
 
