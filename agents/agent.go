@@ -117,8 +117,8 @@ type Agent struct {
 	afterModel func(runID string, step int) error
 
 	mu      sync.Mutex
-	clients map[catalog.ModelConfig]llm.Completer
-	runs    map[string]*runEntry // guarded by mu
+	clients map[string]llm.Completer // by ModelConfig.ClientKey
+	runs    map[string]*runEntry     // guarded by mu
 }
 
 var _ component.Component = (*Agent)(nil)

@@ -568,7 +568,7 @@ func toLLM(ms []protocol.Message) []llm.Message {
 func (a *Agent) model(runID string, mc catalog.ModelConfig) (llm.Completer, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c, ok := a.clients[mc]; ok {
+	if c, ok := a.clients[mc.ClientKey()]; ok {
 		return c, nil
 	}
 	c, err := a.cfg.Models(runID, mc)
@@ -579,8 +579,8 @@ func (a *Agent) model(runID string, mc catalog.ModelConfig) (llm.Completer, erro
 		return nil, errors.New("no model client")
 	}
 	if a.clients == nil {
-		a.clients = map[catalog.ModelConfig]llm.Completer{}
+		a.clients = map[string]llm.Completer{}
 	}
-	a.clients[mc] = c
+	a.clients[mc.ClientKey()] = c
 	return c, nil
 }

@@ -53,10 +53,11 @@ type Recorded struct {
 }
 
 type recordedCall struct {
-	messages []llm.Message // nil when the request was not recorded
-	baseURL  string
-	resp     catalog.ModelResponded
-	text     string
+	messages  []llm.Message // nil when the request was not recorded
+	baseURL   string
+	resp      catalog.ModelResponded
+	text      string
+	reasoning string
 }
 
 var _ llm.Completer = (*Recorded)(nil)
@@ -83,6 +84,14 @@ func newRecorded(ctx context.Context, b *bus.Bus, rec *recording) (*Recorded, er
 				return nil, fmt.Errorf("recorded reply of %s: %w", id, err)
 			}
 			rc.text = string(data)
+		}
+		rc.reasoning = c.Response.Reasoning
+		if c.Response.ReasoningBlob != nil {
+			data, err := b.GetBlob(ctx, c.Response.ReasoningBlob.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("recorded reasoning of %s: %w", id, err)
+			}
+			rc.reasoning = string(data)
 		}
 		if q := c.Request; q != nil {
 			rc.baseURL = q.BaseURL
@@ -145,12 +154,23 @@ func (r *Recorded) Complete(ctx context.Context, req llm.Request) (llm.Response,
 	resp := llm.Response{
 		Text: c.text, FinishReason: c.resp.FinishReason, Model: c.resp.Model, Attempts: 1,
 		Latency: time.Duration(c.resp.LatencyMS) * time.Millisecond,
-		Usage:   llm.Usage{Prompt: c.resp.Usage.Prompt, Completion: c.resp.Usage.Completion, Total: c.resp.Usage.Total},
+		Usage: llm.Usage{Prompt: c.resp.Usage.Prompt, Completion: c.resp.Usage.Completion, Total: c.resp.Usage.Total,
+			Reasoning: c.resp.Usage.Reasoning, Cached: c.resp.Usage.Cached},
+		Reasoning: c.reasoning, ReasoningSource: c.resp.ReasoningSource, Dropped: c.resp.Dropped,
+	}
+	for _, tc := range c.resp.ToolCalls {
+		resp.ToolCalls = append(resp.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 	}
 	if r.Recorder != nil {
 		cr := llm.CallRecord{CallID: req.CallID, RunID: req.RunID, Scope: req.Scope, Purpose: req.Purpose, CheckID: req.CheckID,
 			Step: req.Step, Round: req.Round, CauseID: req.CauseID, Model: req.Model, BaseURL: c.baseURL, Messages: req.Messages,
-			Temperature: req.Temperature, MaxTokens: req.MaxTokens, Attempt: 1}
+			Sampling: req.Sampling, ResponseFormat: formatName(req.ResponseFormat), Attempt: 1}
+		for _, t := range req.Tools {
+			cr.Tools = append(cr.Tools, t.Name)
+		}
+		if len(cr.Tools) > 0 {
+			cr.ToolChoice = req.ToolChoice
+		}
 		r.Recorder.Requested(ctx, cr)
 		cr.HTTPStatus = c.resp.HTTPStatus
 		r.Recorder.Responded(ctx, cr, resp, nil)
@@ -220,4 +240,11 @@ func around(s string, at int) string {
 		out += "…"
 	}
 	return out
+}
+
+func formatName(f *llm.JSONSchema) string {
+	if f == nil {
+		return ""
+	}
+	return f.Name
 }

@@ -3,6 +3,7 @@ package catalog
 // Agent, notes, evidence and ledger types.
 const (
 	TypeAgentStep        = "vera.agent.step"
+	TypeAgentProtocol    = "vera.agent.protocol"
 	TypeNotesAppended    = "vera.notes.appended"
 	TypeEvidenceRecorded = "vera.evidence.recorded"
 	TypeLedgerMove       = "vera.ledger.move"
@@ -12,20 +13,36 @@ const (
 // AgentStep is one parsed agent turn: THOUGHT, Action, EVIDENCE_USED and
 // STATUS_UPDATE.
 type AgentStep struct {
-	Step            int        `json:"step" jsonschema:"minimum=1" jsonschema_description:"Step number, from 1."`
-	Thought         string     `json:"thought" jsonschema_description:"The THOUGHT line."`
-	Action          string     `json:"action" jsonschema_description:"The raw action line as the model wrote it (normally a single-line JSON tool call)."`
-	ActionTool      ActionTool `json:"action_tool,omitempty" jsonschema_description:"Tool named by the action; empty when the action could not be parsed."`
-	Command         string     `json:"command,omitempty" jsonschema_description:"Shell command, when action_tool is shell (from args.cmd or command)."`
-	NotesText       string     `json:"notes_text,omitempty" jsonschema_description:"Text to append to notes.md, when action_tool is notes_append."`
-	Answer          string     `json:"answer,omitempty" jsonschema_description:"Candidate answer, when action_tool is submit."`
-	EvidenceUsed    []string   `json:"evidence_used,omitempty" jsonschema:"pattern=^ev_[0-9]{4}[0-9]*$" jsonschema_description:"Evidence ids cited on the EVIDENCE_USED line that exist."`
-	UnknownEvidence []string   `json:"unknown_evidence,omitempty" jsonschema_description:"Ids cited on the EVIDENCE_USED line that match no recorded evidence."`
-	StatusUpdate    string     `json:"status_update,omitempty" jsonschema_description:"The STATUS_UPDATE line, e.g. UNRESOLVED(need the official changelog)."`
-	FormatError     string     `json:"format_error,omitempty" jsonschema_description:"What was wrong with the reply (missing line, unparseable JSON...); empty when the format was fine. A step with a format error runs no tool."`
-	ModelCallID     string     `json:"model_call_id" jsonschema_description:"call_id of the model call whose reply this step parses."`
-	RequestID       string     `json:"request_id,omitempty" jsonschema_description:"request_id of the vera.tool.requested this step issued, if any."`
+	Step            int          `json:"step" jsonschema:"minimum=1" jsonschema_description:"Step number, from 1."`
+	Thought         string       `json:"thought" jsonschema_description:"The THOUGHT line."`
+	Action          string       `json:"action" jsonschema_description:"The raw action line as the model wrote it (normally a single-line JSON tool call)."`
+	ActionTool      ActionTool   `json:"action_tool,omitempty" jsonschema_description:"Tool named by the action; empty when the action could not be parsed."`
+	Command         string       `json:"command,omitempty" jsonschema_description:"Shell command, when action_tool is shell (from args.cmd or command)."`
+	NotesText       string       `json:"notes_text,omitempty" jsonschema_description:"Text to append to notes.md, when action_tool is notes_append."`
+	Answer          string       `json:"answer,omitempty" jsonschema_description:"Candidate answer, when action_tool is submit."`
+	EvidenceUsed    []string     `json:"evidence_used,omitempty" jsonschema:"pattern=^ev_[0-9]{4}[0-9]*$" jsonschema_description:"Evidence ids cited on the EVIDENCE_USED line that exist."`
+	UnknownEvidence []string     `json:"unknown_evidence,omitempty" jsonschema_description:"Ids cited on the EVIDENCE_USED line that match no recorded evidence."`
+	StatusUpdate    string       `json:"status_update,omitempty" jsonschema_description:"The STATUS_UPDATE line, e.g. UNRESOLVED(need the official changelog)."`
+	FormatError     string       `json:"format_error,omitempty" jsonschema_description:"What was wrong with the reply (missing line, unparseable JSON...); empty when the format was fine. A step with a format error runs no tool."`
+	ModelCallID     string       `json:"model_call_id" jsonschema_description:"call_id of the model call whose reply this step parses."`
+	RequestID       string       `json:"request_id,omitempty" jsonschema_description:"request_id of the vera.tool.requested this step issued, if any."`
+	Protocol        ToolProtocol `json:"protocol,omitempty" jsonschema_description:"How the reply carried its action: native (a tool call) or text (the ACTION line); empty = text."`
+	ToolCallID      string       `json:"tool_call_id,omitempty" jsonschema_description:"Id the server gave the native tool call this step acts on."`
 }
+
+// AgentProtocol records which tool protocol a run's agent uses, when it was
+// not fixed by the run's settings (tool_protocol auto): decided once, from
+// the first model reply, and kept for the rest of the run.
+type AgentProtocol struct {
+	Requested   ToolProtocol `json:"requested" jsonschema_description:"The protocol the run asked for (auto)."`
+	Protocol    ToolProtocol `json:"protocol" jsonschema_description:"The protocol chosen: native or text."`
+	Reason      string       `json:"reason" jsonschema:"minLength=1" jsonschema_description:"Why, in words: the server refused tools, the model answered in text, the model called a tool."`
+	Step        int          `json:"step" jsonschema:"minimum=1" jsonschema_description:"Step whose reply decided."`
+	ModelCallID string       `json:"model_call_id,omitempty" jsonschema_description:"call_id of the model call whose reply decided."`
+}
+
+// EventType implements Payload.
+func (AgentProtocol) EventType() string { return TypeAgentProtocol }
 
 // EventType implements Payload.
 func (AgentStep) EventType() string { return TypeAgentStep }

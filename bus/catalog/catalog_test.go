@@ -88,7 +88,7 @@ func TestEntriesReturnsACopy(t *testing.T) {
 func TestBriefTypesPresent(t *testing.T) {
 	want := []string{
 		TypeTaskSubmitted, TypeRunStarted, TypeRunFinished, TypeRunCancelled,
-		TypeModelRequested, TypeModelResponded, TypeAgentStep,
+		TypeModelRequested, TypeModelResponded, TypeAgentStep, TypeAgentProtocol,
 		TypeToolRequested, TypeToolStarted, TypeToolFinished,
 		TypeNotesAppended, TypeEvidenceRecorded, TypeLedgerMove, TypeLedgerQuery,
 		TypeContainerLog, TypeContainerEvent, TypeLogicVerdict,

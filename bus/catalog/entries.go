@@ -203,6 +203,22 @@ func catalogEntries() []Entry {
 			},
 		},
 		{
+			Type:    TypeAgentProtocol,
+			Summary: "The tool protocol a run's agent chose (tool_protocol auto): native tool calls or VERA's text format.",
+			Description: "Emitted once per run by the agent, before the vera.agent.step of the reply that decided, when the run's tool_protocol is auto (the default). " +
+				"native: the server accepted the tools and the model called one. text: the server refused the tools (HTTP 4xx naming them) or the model answered in VERA's text format. The choice holds for the rest of the run, also after a restart.",
+			Producers: agentOnly,
+			Consumers: []string{ComponentProjector},
+			New:       func() Payload { return new(AgentProtocol) },
+			Example: AgentProtocol{
+				Requested:   ToolProtocolAuto,
+				Protocol:    ToolProtocolNative,
+				Reason:      "the model called the shell tool",
+				Step:        1,
+				ModelCallID: "call-agent-s0001",
+			},
+		},
+		{
 			Type:    TypeToolRequested,
 			Summary: "Asks sandboxd to run a shell command in the run's sandbox.",
 			Description: "Emitted by the agent for a shell action, by the auditor for a check, or by `vera exec`. " +

@@ -8,9 +8,13 @@ const (
 
 // ModelParams are the sampling parameters of a model call.
 type ModelParams struct {
-	Temperature *float64 `json:"temperature,omitempty" jsonschema:"minimum=0" jsonschema_description:"Sampling temperature; absent = the server default."`
-	MaxTokens   int      `json:"max_tokens,omitempty" jsonschema:"minimum=0" jsonschema_description:"Completion token limit; 0 = the server default."`
-	Stream      bool     `json:"stream,omitempty" jsonschema_description:"Whether the response was requested as a stream."`
+	Temperature *float64       `json:"temperature,omitempty" jsonschema:"minimum=0" jsonschema_description:"Sampling temperature; absent = the server default."`
+	MaxTokens   int            `json:"max_tokens,omitempty" jsonschema:"minimum=0" jsonschema_description:"Completion token limit; 0 = the server default."`
+	Stream      bool           `json:"stream,omitempty" jsonschema_description:"Whether the response was requested as a stream."`
+	TopP        *float64       `json:"top_p,omitempty" jsonschema_description:"Nucleus sampling mass; absent = the server default."`
+	Seed        *int64         `json:"seed,omitempty" jsonschema_description:"Sampling seed; absent = none."`
+	Stop        []string       `json:"stop,omitempty" jsonschema_description:"Stop sequences."`
+	ExtraBody   map[string]any `json:"extra_body,omitempty" jsonschema_description:"Server-specific members merged into the request body."`
 }
 
 // ModelRequested records one attempt of a model call as sent.
@@ -29,6 +33,10 @@ type ModelRequested struct {
 	Params       ModelParams `json:"params,omitzero" jsonschema_description:"Sampling parameters."`
 	Attempt      int         `json:"attempt" jsonschema:"minimum=1" jsonschema_description:"Attempt number of this call, from 1."`
 	TimeoutMS    int64       `json:"timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Timeout of this attempt."`
+	// Native tools and structured output, as sent in this attempt.
+	Tools          []string `json:"tools,omitempty" jsonschema_description:"Names of the tools offered as OpenAI tools (native tool calling); absent = none (the text protocol)."`
+	ToolChoice     string   `json:"tool_choice,omitempty" jsonschema_description:"tool_choice sent with the tools: auto, required or none; empty = not sent."`
+	ResponseFormat string   `json:"response_format,omitempty" jsonschema_description:"Name of the JSON Schema the reply was constrained to (response_format json_schema); empty = free text."`
 }
 
 // EventType implements Payload.
@@ -50,6 +58,19 @@ type ModelResponded struct {
 	Error        string     `json:"error,omitempty" jsonschema_description:"Transport or server error of this attempt; empty on success."`
 	HTTPStatus   int        `json:"http_status,omitempty" jsonschema_description:"HTTP status of the response; 0 when no response arrived."`
 	Retryable    bool       `json:"retryable,omitempty" jsonschema_description:"True when the error is transient and another attempt follows (a new vera.model.requested with attempt+1)."`
+	// What the reply carried beside its text.
+	Reasoning       string     `json:"reasoning,omitempty" jsonschema_description:"The model's reasoning, separated from the answer, inline when small; else see reasoning_blob."`
+	ReasoningBlob   *BlobRef   `json:"reasoning_blob,omitempty" jsonschema_description:"The reasoning when too big to be inline."`
+	ReasoningSource string     `json:"reasoning_source,omitempty" jsonschema_description:"Where the reasoning came from: reasoning_content or reasoning (a member of the message, as vLLM, llama.cpp, LM Studio and Ollama send it), think (a <think> block in the content) or harmony (gpt-oss's analysis channel in the content)."`
+	ToolCalls       []ToolCall `json:"tool_calls,omitempty" jsonschema_description:"Native tool calls of the reply, in order."`
+	Dropped         []string   `json:"dropped,omitempty" jsonschema_description:"Request features the server refused, so that this attempt was sent again without them: tools, response_format."`
+}
+
+// ToolCall is one native tool call of a model reply.
+type ToolCall struct {
+	ID        string `json:"id,omitempty" jsonschema_description:"Id the server gave the call."`
+	Name      string `json:"name" jsonschema_description:"Function name."`
+	Arguments string `json:"arguments" jsonschema_description:"Arguments as the JSON text the server sent (kept byte for byte, valid or not)."`
 }
 
 // EventType implements Payload.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -21,7 +22,83 @@ type ModelConfig struct {
 	BaseURL   string `json:"base_url" jsonschema_description:"Base URL of the OpenAI-compatible API; requests go to {base_url}/chat/completions, /v1 is appended when missing."`
 	Name      string `json:"name" jsonschema_description:"Model name sent as the request's model member."`
 	APIKeyEnv string `json:"api_key_env,omitempty" jsonschema:"pattern=^[A-Za-z_][A-Za-z0-9_]*$" jsonschema_description:"NAME of the environment variable that holds the API key on the machine that makes the call. Never the key itself. Empty: no key."`
-	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Per-request timeout in milliseconds; 0 = the component default (150000, overridable with MODEL_TIMEOUT)."`
+	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Per-request timeout in milliseconds; 0 = the component default (150000, overridable with MODEL_TIMEOUT). With streaming it caps the whole reply; idle_timeout_ms bounds the wait between chunks."`
+
+	// Protocol and transport.
+	ToolProtocol  ToolProtocol `json:"tool_protocol,omitempty" jsonschema_description:"How the agent's actions travel: native (OpenAI tools and tool_calls), text (VERA's THOUGHT/ACTION text format) or auto (native, falling back to text when the server or model does not use tools; decided from the first reply and recorded as vera.agent.protocol). Empty = auto. Only the agent uses it."`
+	Stream        *bool        `json:"stream,omitempty" jsonschema_description:"Whether replies are requested as Server-Sent Events streams; absent = true. The recorded reply is the same either way."`
+	IdleTimeoutMS int64        `json:"idle_timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"With streaming: the longest wait for the next chunk, in milliseconds; 0 = 60000."`
+
+	// Sampling, sent only when set.
+	Temperature *float64       `json:"temperature,omitempty" jsonschema:"minimum=0" jsonschema_description:"Sampling temperature; absent = the server default."`
+	TopP        *float64       `json:"top_p,omitempty" jsonschema:"minimum=0,maximum=1" jsonschema_description:"Nucleus sampling mass; absent = the server default."`
+	MaxTokens   int            `json:"max_tokens,omitempty" jsonschema:"minimum=0" jsonschema_description:"Completion token limit of one call; 0 = the server default."`
+	Seed        *int64         `json:"seed,omitempty" jsonschema_description:"Sampling seed; absent = none."`
+	Stop        []string       `json:"stop,omitempty" jsonschema:"maxItems=4" jsonschema_description:"Stop sequences (at most 4)."`
+	ExtraBody   map[string]any `json:"extra_body,omitempty" jsonschema_description:"Extra members merged into the request body as given, for server-specific options such as {\"chat_template_kwargs\": {\"enable_thinking\": false}} (vLLM, llama.cpp, SGLang) or {\"reasoning_effort\": \"low\"}. A member VERA sets itself (model, messages, tools, stream…) is refused."`
+}
+
+// ClientKey identifies the connection settings of a model configuration
+// (endpoint, model, key variable, timeouts, streaming): configurations with
+// the same key can share one client. Sampling and protocol settings are
+// per request and not part of it.
+func (m ModelConfig) ClientKey() string {
+	stream := "default"
+	if m.Stream != nil {
+		stream = strconv.FormatBool(*m.Stream)
+	}
+	return strings.Join([]string{m.BaseURL, m.Name, m.APIKeyEnv, strconv.FormatInt(m.TimeoutMS, 10), stream, strconv.FormatInt(m.IdleTimeoutMS, 10)}, "\x00")
+}
+
+// ToolProtocol says how the agent's actions travel between VERA and the
+// model.
+type ToolProtocol string
+
+// ToolProtocol values.
+const (
+	ToolProtocolAuto   ToolProtocol = "auto"
+	ToolProtocolNative ToolProtocol = "native"
+	ToolProtocolText   ToolProtocol = "text"
+)
+
+func (ToolProtocol) enumValues() []string { return []string{"", "auto", "native", "text"} }
+
+// Valid reports whether p is a known value ("" is auto).
+func (p ToolProtocol) Valid() bool { return validEnum(p, string(p)) }
+
+// reservedBodyKeys are the request members VERA sets itself: extra_body
+// may not override them.
+var reservedBodyKeys = []string{"model", "messages", "tools", "tool_choice", "stream", "stream_options", "response_format", "functions", "function_call", "n"}
+
+// ValidateSampling checks the protocol, sampling and extra_body settings of
+// a model configuration.
+func (m ModelConfig) ValidateSampling() error {
+	if !m.ToolProtocol.Valid() {
+		return fmt.Errorf("tool_protocol %q: want auto, native or text", m.ToolProtocol)
+	}
+	if m.Temperature != nil && (*m.Temperature < 0 || *m.Temperature > 2) {
+		return fmt.Errorf("temperature %v: want 0 to 2", *m.Temperature)
+	}
+	if m.TopP != nil && (*m.TopP <= 0 || *m.TopP > 1) {
+		return fmt.Errorf("top_p %v: want more than 0 and at most 1", *m.TopP)
+	}
+	if m.MaxTokens < 0 {
+		return fmt.Errorf("max_tokens %d: want 0 (the server default) or more", m.MaxTokens)
+	}
+	if m.IdleTimeoutMS < 0 {
+		return fmt.Errorf("idle_timeout_ms %d: want 0 (the default) or more", m.IdleTimeoutMS)
+	}
+	if len(m.Stop) > 4 {
+		return fmt.Errorf("stop: %d sequences, at most 4", len(m.Stop))
+	}
+	for k := range m.ExtraBody {
+		for _, r := range reservedBodyKeys {
+			if k == r {
+				return fmt.Errorf("extra_body sets %q, which VERA sets itself", k)
+			}
+		}
+	}
+	return nil
 }
 
 // AuditorConfig holds the DeepVerifier auditor settings of a run.
@@ -141,6 +218,9 @@ func (m ModelConfig) Validate(field string) error {
 	} else if err != nil && strings.Contains(m.BaseURL, "@") {
 		return fmt.Errorf("%w: %s base_url does not parse and may hold a password (not shown)", ErrSecretInConfig, field)
 	}
+	if err := m.ValidateSampling(); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
 	return nil
 }
 
@@ -151,7 +231,12 @@ func (c RunConfig) ValidateSecrets() error {
 		return err
 	}
 	if c.Auditor.Model != nil {
-		return c.Auditor.Model.Validate("auditor model")
+		if err := c.Auditor.Model.Validate("auditor model"); err != nil {
+			return err
+		}
+	}
+	if c.VerifyFast.Model != nil {
+		return c.VerifyFast.Model.Validate("verifyfast model")
 	}
 	return nil
 }

@@ -360,6 +360,8 @@ type TokenUsage struct {
 	Prompt     int64 `json:"prompt" jsonschema:"minimum=0" jsonschema_description:"Prompt (input) tokens."`
 	Completion int64 `json:"completion" jsonschema:"minimum=0" jsonschema_description:"Completion (output) tokens."`
 	Total      int64 `json:"total" jsonschema:"minimum=0" jsonschema_description:"Total tokens as reported; prompt + completion when the server does not say."`
+	Reasoning  int64 `json:"reasoning,omitempty" jsonschema:"minimum=0" jsonschema_description:"Reasoning tokens among the completion tokens, when the server reports them (completion_tokens_details.reasoning_tokens)."`
+	Cached     int64 `json:"cached,omitempty" jsonschema:"minimum=0" jsonschema_description:"Prompt tokens served from the server's prompt cache, when it reports them (prompt_tokens_details.cached_tokens)."`
 }
 
 // Message is one chat message sent to a model.
@@ -375,6 +377,7 @@ var typeDocs = map[reflect.Type]string{
 	reflect.TypeFor[Output]():           "A capped capture of one output stream. Small streams are inline in head; big ones keep their first bytes in head, their last bytes in tail and the whole stream in blob.",
 	reflect.TypeFor[TokenUsage]():       "Model token counts as reported by the model server.",
 	reflect.TypeFor[Message]():          "One chat message sent to a model.",
+	reflect.TypeFor[ToolCall]():         "One native tool call of a model reply (OpenAI tool_calls): its id, function name and the arguments text as sent.",
 	reflect.TypeFor[ModelConfig]():      "An OpenAI-compatible model endpoint. Carries the name of the environment variable holding the API key, never a key: events are durable and replicated.",
 	reflect.TypeFor[RunConfig]():        "The configuration of a run: the task, its directories, the models, budgets and the settings of the sandbox, the auditor and VerifyFast. vera.task.submitted carries it as submitted; vera.run.started echoes it with every default filled in.",
 	reflect.TypeFor[AuditorConfig]():    "DeepVerifier auditor settings.",

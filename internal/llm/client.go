@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 // Client calls an OpenAI-compatible /v1/chat/completions server through
@@ -50,6 +51,7 @@ type Client struct {
 	maxRetries int
 	backoff    Backoff
 	stream     bool
+	idle       time.Duration // between stream chunks; 0 = none
 	maxCompl   bool
 	rec        Recorder
 	newCallID  func() string
@@ -99,6 +101,16 @@ func New(cfg Config) (*Client, error) {
 	}
 	backoff := cfg.Backoff
 	backoff.setDefaults()
+	idle := cfg.IdleTimeout
+	switch {
+	case idle == 0:
+		idle = DefaultIdleTimeout
+		if timeout > 0 && timeout < idle {
+			idle = timeout
+		}
+	case idle < 0:
+		idle = 0
+	}
 
 	hc, owned := cfg.HTTPClient, (*http.Client)(nil)
 	if hc == nil {
@@ -129,6 +141,7 @@ func New(cfg Config) (*Client, error) {
 		maxRetries: maxRetries,
 		backoff:    backoff,
 		stream:     cfg.Stream,
+		idle:       idle,
 		maxCompl:   cfg.MaxCompletionTokens,
 		rec:        cfg.Recorder,
 		newCallID:  cfg.NewCallID,
@@ -164,6 +177,9 @@ func (c *Client) Model() string { return c.model }
 // Timeout returns the per-attempt timeout (0: none).
 func (c *Client) Timeout() time.Duration { return c.timeout }
 
+// Streams reports whether the client requests streamed replies.
+func (c *Client) Streams() bool { return c.stream }
+
 // MaxAttempts returns 1 + the number of retries.
 func (c *Client) MaxAttempts() int { return 1 + c.maxRetries }
 
@@ -190,7 +206,8 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if model == "" {
 		model = c.model
 	}
-	params, err := c.params(req, model)
+	var drop dropped
+	params, err := c.params(req, model, drop)
 	if err != nil {
 		return Response{}, err
 	}
@@ -202,21 +219,39 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		CallID: callID, RunID: req.RunID, Scope: req.Scope, Purpose: req.Purpose, CheckID: req.CheckID,
 		Step: req.Step, Round: req.Round, CauseID: req.CauseID,
 		Model: model, BaseURL: c.shownURL,
-		Messages: req.Messages, Temperature: req.Temperature, MaxTokens: req.MaxTokens, Stream: c.stream,
+		Messages: req.Messages, Sampling: req.Sampling, Stream: c.stream,
 		Timeout: c.timeout,
 	}
 	malformed := 0
+	extra := 0 // attempts added by a refused feature: they do not use the retry budget
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return Response{Attempts: attempt - 1}, fmt.Errorf("llm: model call %s cancelled before attempt %d: %w", callID, attempt, err)
 		}
 		rec.Attempt, rec.HTTPStatus, rec.Retrying = attempt, 0, false
+		rec.Tools, rec.ToolChoice, rec.ResponseFormat = nil, "", ""
+		if !drop.tools {
+			for _, t := range req.Tools {
+				rec.Tools = append(rec.Tools, t.Name)
+			}
+			if len(req.Tools) > 0 {
+				rec.ToolChoice = req.ToolChoice
+			}
+		}
+		if !drop.format && req.ResponseFormat != nil {
+			rec.ResponseFormat = req.ResponseFormat.Name
+		}
 		if c.rec != nil {
 			c.rec.Requested(ctx, rec)
 		}
-		out := c.attempt(ctx, params)
+		out := c.attempt(ctx, params, req.OnDelta)
 		out.resp.Attempts = attempt
-		retry, wait := c.decide(ctx, out, attempt, &malformed)
+		out.resp.Dropped = drop.names()
+		refused, next := c.refusedFeature(req, drop, out)
+		retry, wait := refused, time.Duration(0)
+		if !refused {
+			retry, wait = c.decide(ctx, out, attempt-extra, &malformed)
+		}
 		rec.HTTPStatus, rec.Retrying = out.status, retry
 		if c.rec != nil {
 			c.rec.Responded(ctx, rec, out.resp, out.err)
@@ -226,19 +261,80 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 				"latency", out.resp.Latency, "finish_reason", out.resp.FinishReason, "tokens", out.resp.Usage.Total)
 			return out.resp, nil
 		}
+		if refused {
+			c.log.Warn("model call: the server refused a request feature; sending it again without", "call_id", callID, "model", model,
+				"base_url", c.shownURL, "dropped", strings.Join(next.names(), ","), "err", out.err.Error())
+			drop, extra = next, extra+1
+			if params, err = c.params(req, model, drop); err != nil {
+				return out.resp, err
+			}
+			continue
+		}
 		if !retry {
 			if out.kind == kindCancelled {
 				return out.resp, out.err
 			}
 			c.log.Debug("model call failed", "call_id", callID, "model", model, "attempt", attempt, "err", out.err.Error())
-			return out.resp, fmt.Errorf("%w (call %s, %s)", out.err, callID, plural(attempt, "attempt"))
+			err := out.err
+			if out.hasAfter && out.retryAfter > c.backoff.MaxRetryAfter && out.retryable && attempt-extra <= c.maxRetries {
+				err = fmt.Errorf("%w; the server asked to be called again in %s, longer than the %s this client waits (not retried)",
+					err, out.retryAfter.Round(time.Second), c.backoff.MaxRetryAfter)
+			}
+			return out.resp, fmt.Errorf("%w (call %s, %s)", err, callID, plural(attempt, "attempt"))
 		}
 		c.log.Warn("model call: retrying", "call_id", callID, "model", model, "base_url", c.shownURL,
-			"attempt", attempt, "of", 1+c.maxRetries, "wait", wait, "status", out.status, "err", out.err.Error())
+			"attempt", attempt, "of", 1+c.maxRetries+extra, "wait", wait, "status", out.status, "err", out.err.Error())
 		if err := sleep(ctx, wait); err != nil {
 			return out.resp, fmt.Errorf("llm: model call %s cancelled while waiting to retry (last error: %v): %w", callID, out.err, err)
 		}
 	}
+}
+
+// dropped says which optional request features a call no longer sends.
+type dropped struct{ tools, format bool }
+
+func (d dropped) names() []string {
+	var out []string
+	if d.tools {
+		out = append(out, FeatureTools)
+	}
+	if d.format {
+		out = append(out, FeatureResponseFormat)
+	}
+	return out
+}
+
+// refusedFeature reports whether the attempt failed because the server
+// refused an optional feature of the request (tools, response_format) and
+// which features to drop for the next attempt. A refusal is an HTTP 400,
+// 404, 422 or 501 whose message names the feature; when it names neither,
+// every optional feature still sent is dropped at once.
+func (c *Client) refusedFeature(req Request, drop dropped, out attemptResult) (bool, dropped) {
+	if !req.Optional || out.kind != kindAPI {
+		return false, drop
+	}
+	switch out.status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusNotImplemented:
+	default:
+		return false, drop
+	}
+	hasTools, hasFormat := len(req.Tools) > 0 && !drop.tools, req.ResponseFormat != nil && !drop.format
+	if !hasTools && !hasFormat {
+		return false, drop
+	}
+	msg := strings.ToLower(out.err.Error())
+	namesTools := strings.Contains(msg, "tool") || strings.Contains(msg, "function")
+	namesFormat := strings.Contains(msg, "response_format") || strings.Contains(msg, "json_schema") || strings.Contains(msg, "grammar") || strings.Contains(msg, "schema")
+	next := drop
+	switch {
+	case hasTools && namesTools:
+		next.tools = true
+	case hasFormat && namesFormat:
+		next.format = true
+	default:
+		next.tools, next.format = drop.tools || hasTools, drop.format || hasFormat
+	}
+	return true, next
 }
 
 // errKind classifies the outcome of an attempt.
@@ -266,7 +362,7 @@ type attemptResult struct {
 
 var errAttemptTimeout = errors.New("llm: attempt timeout")
 
-func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewParams) attemptResult {
+func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(Delta)) attemptResult {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if c.timeout > 0 {
 		actx, cancel = context.WithTimeoutCause(ctx, c.timeout, errAttemptTimeout)
@@ -280,7 +376,10 @@ func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewPar
 		err  error
 	)
 	if c.stream {
-		resp, err = c.doStream(actx, params, &httpResp)
+		var idle context.CancelCauseFunc
+		actx, idle = context.WithCancelCause(actx)
+		resp, err = c.doStream(actx, params, &httpResp, onDelta, idle)
+		idle(nil)
 	} else {
 		resp, err = c.doJSON(actx, params, &httpResp)
 	}
@@ -306,6 +405,9 @@ func (c *Client) classify(ctx, actx context.Context, err error, httpResp *http.R
 	case actx.Err() != nil && errors.Is(context.Cause(actx), errAttemptTimeout):
 		out.kind, out.retryable = kindTimeout, true
 		out.err = fmt.Errorf("%w: no complete response within %s", ErrTimeout, c.timeout)
+	case actx.Err() != nil && errors.Is(context.Cause(actx), errIdleTimeout):
+		out.kind, out.retryable = kindTimeout, true
+		out.err = fmt.Errorf("%w: the stream sent nothing for %s (idle timeout; %d bytes of text received)", ErrTimeout, c.idle, len(out.resp.Text)+len(out.resp.Reasoning))
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrIncomplete):
 		out.kind, out.retryable, out.err = kindMalformed, true, err
 	case errors.As(err, &oe):
@@ -318,7 +420,7 @@ func (c *Client) classify(ctx, actx context.Context, err error, httpResp *http.R
 		// (an HTML page from a proxy, say): openai-go returns its decoding
 		// error, the status is still the truth.
 		ae, hasAfter := c.apiError(httpResp.StatusCode, nil, httpResp)
-		ae.Message = "the error body is not an OpenAI error object"
+		ae.Message = "the error body is not an OpenAI error object" + describeBody(httpResp)
 		out.kind, out.retryable, out.err = kindAPI, ae.Retryable, ae
 		out.retryAfter, out.hasAfter = ae.RetryAfter, hasAfter
 	case errors.As(err, &se):
@@ -337,7 +439,7 @@ func (c *Client) apiError(status int, oe *openai.Error, resp *http.Response) (ae
 	if oe != nil {
 		ae.Type, ae.Code, ae.Message = oe.Type, oe.Code, c.red.string(truncateText(oe.Message, 4000))
 		if oe.Message == "" && oe.Type == "" && oe.Code == "" {
-			ae.Message = "the error body is not an OpenAI error object"
+			ae.Message = "the error body is not an OpenAI error object" + describeBody(resp)
 		}
 		cp := *oe
 		if cp.Request != nil {
@@ -386,7 +488,7 @@ func (c *Client) decide(ctx context.Context, out attemptResult, attempt int, mal
 	return true, wait
 }
 
-func (c *Client) params(req Request, model string) (openai.ChatCompletionNewParams, error) {
+func (c *Client) params(req Request, model string, drop dropped) (openai.ChatCompletionNewParams, error) {
 	var p openai.ChatCompletionNewParams
 	if model == "" {
 		return p, fmt.Errorf("%w: no model name (set Request.Model or Config.Model)", ErrInvalidRequest)
@@ -410,21 +512,76 @@ func (c *Client) params(req Request, model string) (openai.ChatCompletionNewPara
 			return p, fmt.Errorf("%w: message %d has role %q (want system, user, assistant or developer)", ErrInvalidRequest, i, m.Role)
 		}
 	}
-	if req.Temperature != nil {
-		p.Temperature = openai.Float(*req.Temperature)
+	sm := req.Sampling
+	if sm.Temperature != nil {
+		p.Temperature = openai.Float(*sm.Temperature)
 	}
-	if req.MaxTokens > 0 {
+	if sm.TopP != nil {
+		p.TopP = openai.Float(*sm.TopP)
+	}
+	if sm.Seed != nil {
+		p.Seed = openai.Int(*sm.Seed)
+	}
+	switch len(sm.Stop) {
+	case 0:
+	case 1:
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfString: openai.String(sm.Stop[0])}
+	default:
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: sm.Stop}
+	}
+	if sm.MaxTokens > 0 {
 		if c.maxCompl {
-			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+			p.MaxCompletionTokens = openai.Int(int64(sm.MaxTokens))
 		} else {
-			p.MaxTokens = openai.Int(int64(req.MaxTokens))
+			p.MaxTokens = openai.Int(int64(sm.MaxTokens))
 		}
+	}
+	if len(req.Tools) > 0 && !drop.tools {
+		for _, t := range req.Tools {
+			if t.Name == "" {
+				return p, fmt.Errorf("%w: a tool has no name", ErrInvalidRequest)
+			}
+			fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(t.Parameters)}
+			if t.Description != "" {
+				fn.Description = openai.String(t.Description)
+			}
+			p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
+		}
+		switch req.ToolChoice {
+		case "":
+		case "auto", "required", "none":
+			p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String(req.ToolChoice)}
+		default:
+			return p, fmt.Errorf("%w: tool_choice %q (want auto, required or none)", ErrInvalidRequest, req.ToolChoice)
+		}
+		p.ParallelToolCalls = openai.Bool(false)
+	}
+	if f := req.ResponseFormat; f != nil && !drop.format {
+		if f.Name == "" || f.Schema == nil {
+			return p, fmt.Errorf("%w: a response format needs a name and a schema", ErrInvalidRequest)
+		}
+		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.Name, Schema: f.Schema}
+		if f.Strict {
+			js.Strict = openai.Bool(true)
+		}
+		p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}}
 	}
 	if c.stream {
 		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	}
+	if len(sm.ExtraBody) > 0 {
+		for _, k := range reservedBodyKeys {
+			if _, ok := sm.ExtraBody[k]; ok {
+				return p, fmt.Errorf("%w: extra_body sets %q, which the client sets itself", ErrInvalidRequest, k)
+			}
+		}
+		p.SetExtraFields(sm.ExtraBody)
+	}
 	return p, nil
 }
+
+// reservedBodyKeys are the request members the client sets itself.
+var reservedBodyKeys = []string{"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "response_format", "functions", "function_call", "n"}
 
 // doJSON makes one non-streaming request. The body is read raw and decoded
 // here, so that a malformed 200 body is told apart from a broken
@@ -435,49 +592,138 @@ func (c *Client) doJSON(ctx context.Context, params openai.ChatCompletionNewPara
 		return Response{}, err
 	}
 	if !json.Valid(raw) {
-		return Response{}, fmt.Errorf("%w: the body is not valid JSON (%d bytes)", ErrMalformed, len(raw))
+		return Response{}, fmt.Errorf("%w: the body is not valid JSON (%d bytes)%s", ErrMalformed, len(raw), describeBody(*httpResp))
 	}
 	var cc openai.ChatCompletion
 	if err := cc.UnmarshalJSON(raw); err != nil {
 		return Response{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if len(cc.Choices) == 0 {
-		var e struct {
-			Error *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error != nil {
-			return Response{}, fmt.Errorf("%w: no choices; the server reported: %s", ErrMalformed, truncateText(e.Error.Message, 2000))
+		if msg, ok := bodyError(raw); ok {
+			return Response{}, fmt.Errorf("%w: the server answered HTTP 200 with an error instead of a completion: %s%s", ErrMalformed, truncateText(msg, 2000), errorHint(msg))
 		}
 		return Response{}, fmt.Errorf("%w: no choices", ErrMalformed)
 	}
 	ch := cc.Choices[0]
-	return Response{
-		Text:         ch.Message.Content,
-		FinishReason: string(ch.FinishReason),
-		Usage:        usage(cc.Usage),
-		Model:        cc.Model,
-	}, nil
+	resp := Response{FinishReason: string(ch.FinishReason), Usage: usage(cc.Usage), Model: cc.Model}
+	reasoning, source := reasoningMembers(ch.Message.RawJSON())
+	var calls []ToolCall
+	for _, tc := range ch.Message.ToolCalls {
+		calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	finishReply(&resp, ch.Message.Content, reasoning, source, calls)
+	return resp, nil
 }
 
-// doStream makes one streaming request and accumulates its chunks.
-func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewParams, httpResp **http.Response) (Response, error) {
+// bodyError reads the error member of a body that is not a completion: an
+// OpenAI error object {"error": {"message": …}} or a plain string
+// {"error": "…"} (LM Studio's answer to an unknown path).
+func bodyError(raw []byte) (string, bool) {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) != nil || len(e.Error) == 0 || string(e.Error) == "null" {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(e.Error, &s) == nil {
+		return s, true
+	}
+	var o struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(e.Error, &o) == nil && o.Message != "" {
+		return o.Message, true
+	}
+	return string(e.Error), true
+}
+
+// errorHint adds what to change for the errors whose cause is known.
+func errorHint(msg string) string {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "unexpected endpoint") || strings.Contains(m, "not found") && strings.Contains(m, "path"):
+		return " (the base URL does not lead to the chat completions API: it should end in /v1, e.g. http://127.0.0.1:1234/v1)"
+	case strings.Contains(m, "jinja") || strings.Contains(m, "tools param requires"):
+		return " (llama.cpp's server needs --jinja for tools; or run with --tool-protocol text)"
+	}
+	return ""
+}
+
+// describeBody says what an error or non-JSON body looked like, from its
+// Content-Type: an HTML page usually means a proxy or a wrong base URL.
+func describeBody(r *http.Response) string {
+	if r == nil {
+		return ""
+	}
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	switch {
+	case strings.Contains(ct, "text/html"):
+		return " (an HTML page: a proxy or a web UI answered, not the model API; check that base_url ends in /v1)"
+	case ct != "" && !strings.Contains(ct, "json") && !strings.Contains(ct, "event-stream"):
+		return " (Content-Type " + truncateText(ct, 100) + ")"
+	}
+	return ""
+}
+
+var errIdleTimeout = errors.New("llm: stream idle timeout")
+
+// doStream makes one streaming request and accumulates its chunks. Every
+// chunk re-arms the idle timer; when it fires, cancel ends the attempt.
+func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewParams, httpResp **http.Response, onDelta func(Delta), cancel context.CancelCauseFunc) (Response, error) {
+	var idle *time.Timer
+	if c.idle > 0 {
+		idle = time.AfterFunc(c.idle, func() { cancel(errIdleTimeout) })
+		defer idle.Stop()
+	}
 	stream := c.svc.NewStreaming(ctx, params, option.WithResponseInto(httpResp))
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
 	var rejected error
+	var reasoning strings.Builder
+	source := ""
 	for stream.Next() {
-		if !acc.AddChunk(stream.Current()) {
+		if idle != nil {
+			idle.Reset(c.idle)
+		}
+		chunk := stream.Current()
+		if !acc.AddChunk(chunk) {
 			rejected = fmt.Errorf("%w: a stream chunk does not continue the completion (id or index mismatch)", ErrMalformed)
 			break
 		}
+		if len(chunk.Choices) == 0 {
+			continue
+		}
+		d := chunk.Choices[0].Delta
+		r, src := reasoningMembers(d.RawJSON())
+		if r != "" {
+			reasoning.WriteString(r)
+			if source == "" {
+				source = src
+			}
+		}
+		if onDelta != nil {
+			delta := Delta{Content: d.Content, Reasoning: r}
+			for _, tc := range d.ToolCalls {
+				delta.ToolName += tc.Function.Name
+				delta.ToolArgs += tc.Function.Arguments
+			}
+			if delta != (Delta{}) {
+				onDelta(delta)
+			}
+		}
 	}
 	resp := Response{Usage: usage(acc.Usage), Model: acc.Model}
+	content := ""
+	var calls []ToolCall
 	if len(acc.Choices) > 0 {
-		resp.Text = acc.Choices[0].Message.Content
+		content = acc.Choices[0].Message.Content
 		resp.FinishReason = string(acc.Choices[0].FinishReason)
+		for _, tc := range acc.Choices[0].Message.ToolCalls {
+			calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
 	}
+	finishReply(&resp, content, reasoning.String(), source, calls)
 	if rejected != nil {
 		return resp, rejected
 	}
@@ -490,13 +736,14 @@ func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewPa
 		return resp, err
 	}
 	if resp.FinishReason == "" {
-		return resp, fmt.Errorf("%w (%d bytes of text received)", ErrIncomplete, len(resp.Text))
+		return resp, fmt.Errorf("%w (%d bytes of text received)", ErrIncomplete, len(content)+reasoning.Len())
 	}
 	return resp, nil
 }
 
 func usage(u openai.CompletionUsage) Usage {
-	out := Usage{Prompt: u.PromptTokens, Completion: u.CompletionTokens, Total: u.TotalTokens}
+	out := Usage{Prompt: u.PromptTokens, Completion: u.CompletionTokens, Total: u.TotalTokens,
+		Reasoning: u.CompletionTokensDetails.ReasoningTokens, Cached: u.PromptTokensDetails.CachedTokens}
 	if out.Total == 0 {
 		out.Total = out.Prompt + out.Completion
 	}

@@ -16,8 +16,10 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultTimeout    = 150 * time.Second
-	DefaultMaxRetries = 4
+	DefaultTimeout = 150 * time.Second
+	// DefaultIdleTimeout bounds the wait between two chunks of a stream.
+	DefaultIdleTimeout = 60 * time.Second
+	DefaultMaxRetries  = 4
 
 	DefaultBackoffBase   = 500 * time.Millisecond
 	DefaultBackoffMax    = 20 * time.Second
@@ -117,6 +119,10 @@ type Config struct {
 	// Stream requests Server-Sent Events and accumulates the chunks (with
 	// stream_options.include_usage, so usage is still reported).
 	Stream bool
+	// IdleTimeout bounds the wait for the next chunk of a stream (the
+	// first one included); Timeout still caps the whole attempt. 0: 60 s
+	// or Timeout when shorter. Negative: none.
+	IdleTimeout time.Duration
 	// MaxCompletionTokens sends Request.MaxTokens as max_completion_tokens
 	// (what OpenAI's newer models require) instead of max_tokens (what
 	// most local servers understand).

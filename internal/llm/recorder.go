@@ -46,10 +46,15 @@ type CallRecord struct {
 	Model   string // the model name sent
 	BaseURL string // normalised, password redacted
 
-	Messages    []Message
-	Temperature *float64
-	MaxTokens   int
-	Stream      bool
+	Messages []Message
+	Sampling
+	Stream bool
+	// Tools offered in this attempt (names), the tool_choice sent, and the
+	// name of the response_format schema; empty when not sent (also when
+	// an earlier attempt's refusal dropped them).
+	Tools          []string
+	ToolChoice     string
+	ResponseFormat string
 
 	Attempt int           // from 1
 	Timeout time.Duration // of this attempt; 0 = none

@@ -33,6 +33,16 @@ type Request struct {
 	Stream              bool
 	// IncludeUsage reports stream_options.include_usage.
 	IncludeUsage bool
+	TopP         *float64
+	Seed         *int64
+	// Tools are the names of the function tools offered; ToolChoice and
+	// ResponseFormat are the members as sent (nil when absent).
+	Tools          []string
+	ToolChoice     json.RawMessage
+	ResponseFormat json.RawMessage
+	// Members holds every top-level member of the body, raw (for
+	// server-specific options such as chat_template_kwargs or stop).
+	Members map[string]json.RawMessage
 
 	// Rule labels the rule that answered ("fallback" for the fallback reply);
 	// empty for a miss.
@@ -146,6 +156,15 @@ type wireRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	TopP  *float64 `json:"top_p"`
+	Seed  *int64   `json:"seed"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 type wireMessage struct {
@@ -176,6 +195,12 @@ func parseBody(req *Request) error {
 	req.MaxCompletionTokens = w.MaxCompletionTokens
 	req.Stream = w.Stream
 	req.IncludeUsage = w.StreamOptions != nil && w.StreamOptions.IncludeUsage
+	req.TopP, req.Seed = w.TopP, w.Seed
+	for _, t := range w.Tools {
+		req.Tools = append(req.Tools, t.Function.Name)
+	}
+	req.ToolChoice, req.ResponseFormat = w.ToolChoice, w.ResponseFormat
+	_ = json.Unmarshal(req.Body, &req.Members)
 	for i, raw := range w.Messages {
 		m, err := parseMessage(raw)
 		if err != nil {

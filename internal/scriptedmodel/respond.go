@@ -63,9 +63,16 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, req *Request, r
 	if reply.Status != 0 {
 		status = reply.Status
 	}
+	if reply.RawBody != nil {
+		s.writeRaw(w, r, reply, status)
+		return
+	}
 	content, finish := reply.Content, reply.FinishReason
 	if finish == "" {
 		finish = "stop"
+		if len(reply.ToolCalls) > 0 {
+			finish = "tool_calls"
+		}
 	}
 	if reply.Truncate {
 		content, finish = truncate(content, reply.TruncateAt, req), "length"
@@ -77,6 +84,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, req *Request, r
 		usage.PromptTokens, usage.CompletionTokens = promptTokens(req), approxTokens(content)
 	}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	usage.CompletionTokensDetails.ReasoningTokens = reply.ReasoningTokens
 	model := reply.Model
 	if model == "" {
 		model = req.Model
@@ -91,6 +99,8 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, req *Request, r
 		content: content,
 		finish:  finish,
 		usage:   usage,
+		reply:   reply,
+		index:   req.Index,
 	}
 	if req.Stream {
 		s.writeStream(w, r, req, reply, status, c)
@@ -117,10 +127,39 @@ type completion struct {
 	content string
 	finish  string
 	usage   wireUsage
+	reply   Reply
+	index   int
+}
+
+func (c completion) toolCalls() []wireToolCall {
+	var out []wireToolCall
+	for i, tc := range c.reply.ToolCalls {
+		id := tc.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", c.index, i)
+		}
+		out = append(out, wireToolCall{ID: id, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: tc.Arguments}})
+	}
+	return out
+}
+
+func (c completion) reasoningField() string {
+	if c.reply.ReasoningField != "" {
+		return c.reply.ReasoningField
+	}
+	return "reasoning_content"
 }
 
 func (c completion) wire() wireCompletion {
 	usage := c.usage
+	var content any = c.content
+	if c.reply.NullContent {
+		content = nil
+	}
+	var extra map[string]any
+	if c.reply.Reasoning != "" {
+		extra = map[string]any{c.reasoningField(): c.reply.Reasoning}
+	}
 	return wireCompletion{
 		ID:      c.id,
 		Object:  "chat.completion",
@@ -130,8 +169,10 @@ func (c completion) wire() wireCompletion {
 			Index: 0,
 			Message: wireResponseMessage{
 				Role:        "assistant",
-				Content:     c.content,
+				Content:     content,
 				Annotations: []struct{}{},
+				ToolCalls:   c.toolCalls(),
+				extra:       extra,
 			},
 			FinishReason: c.finish,
 		}},
@@ -217,9 +258,28 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, req *Reques
 		panic(http.ErrAbortHandler) // drops the connection mid-stream
 	}
 
+	for _, p := range splitRunes(c.reply.Reasoning, reply.StreamChunks) {
+		piece := p
+		if !pause() || !send(c.chunk(req.IncludeUsage, wireChunkChoice{Delta: wireDelta{Reasoning: &piece, reasoningField: c.reasoningField()}})) {
+			return
+		}
+	}
 	for _, p := range pieces {
 		if !pause() || !send(contentChunk(p)) {
 			return
+		}
+	}
+	for i, tc := range c.toolCalls() {
+		idx := i
+		head := wireToolCall{Index: &idx, ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Function.Name}}
+		if !pause() || !send(c.chunk(req.IncludeUsage, wireChunkChoice{Delta: wireDelta{ToolCalls: []wireToolCall{head}}})) {
+			return
+		}
+		for _, a := range splitRunes(tc.Function.Arguments, reply.StreamChunks) {
+			part := wireToolCall{Index: &idx, Function: wireFunction{Arguments: a}}
+			if !pause() || !send(c.chunk(req.IncludeUsage, wireChunkChoice{Delta: wireDelta{ToolCalls: []wireToolCall{part}}})) {
+				return
+			}
 		}
 	}
 	finish := c.finish
@@ -369,10 +429,41 @@ type wireChoice struct {
 }
 
 type wireResponseMessage struct {
-	Role        string     `json:"role"`
-	Content     string     `json:"content"`
-	Refusal     *string    `json:"refusal"`
-	Annotations []struct{} `json:"annotations"`
+	Role        string         `json:"role"`
+	Content     any            `json:"content"`
+	Refusal     *string        `json:"refusal"`
+	Annotations []struct{}     `json:"annotations"`
+	ToolCalls   []wireToolCall `json:"tool_calls,omitempty"`
+	extra       map[string]any // more members (reasoning_content…)
+}
+
+// MarshalJSON adds the extra members.
+func (m wireResponseMessage) MarshalJSON() ([]byte, error) {
+	type plain wireResponseMessage
+	b, err := json.Marshal(plain(m))
+	if err != nil || len(m.extra) == 0 {
+		return b, err
+	}
+	var all map[string]any
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	for k, v := range m.extra {
+		all[k] = v
+	}
+	return json.Marshal(all)
+}
+
+type wireToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function wireFunction `json:"function"`
+}
+
+type wireFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
 }
 
 type wireUsage struct {
@@ -410,9 +501,28 @@ type wireChunkChoice struct {
 }
 
 type wireDelta struct {
-	Role    string          `json:"role,omitempty"`
-	Content *string         `json:"content,omitempty"`
-	Refusal json.RawMessage `json:"refusal,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	Refusal   json.RawMessage `json:"refusal,omitempty"`
+	ToolCalls []wireToolCall  `json:"tool_calls,omitempty"`
+	// Reasoning is sent under the member the reply names.
+	Reasoning      *string `json:"-"`
+	reasoningField string
+}
+
+// MarshalJSON sends Reasoning under its member name.
+func (d wireDelta) MarshalJSON() ([]byte, error) {
+	type plain wireDelta
+	b, err := json.Marshal(plain(d))
+	if err != nil || d.Reasoning == nil {
+		return b, err
+	}
+	var all map[string]any
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	all[d.reasoningField] = *d.Reasoning
+	return json.Marshal(all)
 }
 
 type wireModelList struct {
@@ -429,4 +539,31 @@ type wireModel struct {
 
 func newWireModel(id string) wireModel {
 	return wireModel{ID: id, Object: "model", Created: 1700000000, OwnedBy: "scriptedmodel"}
+}
+
+// writeRaw writes a reply's RawBody verbatim, WriteChunk bytes at a time
+// when set (flushing each piece).
+func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, reply Reply, status int) {
+	ct := reply.RawContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(status)
+	rc := http.NewResponseController(w)
+	body := reply.RawBody
+	n := reply.WriteChunk
+	if n <= 0 {
+		n = len(body)
+	}
+	for len(body) > 0 {
+		k := min(n, len(body))
+		if _, err := w.Write(body[:k]); err != nil || rc.Flush() != nil {
+			return
+		}
+		body = body[k:]
+		if len(body) > 0 && !s.sleep(r.Context(), reply.ChunkDelay) {
+			return
+		}
+	}
 }

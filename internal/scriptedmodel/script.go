@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// ToolCall is a native tool call of a scripted reply.
+type ToolCall struct {
+	ID        string // default call_<index>_<n>
+	Name      string
+	Arguments string // JSON text, sent as is
+}
+
 // Forever, used as [Reply.Times], lets a rule answer any number of requests.
 const Forever = -1
 
@@ -75,6 +82,30 @@ type Reply struct {
 	// non-streaming reply closes it before any byte of the response, a
 	// streaming reply after the role chunk and half of the content chunks.
 	Disconnect bool
+
+	// ToolCalls are native tool calls of the reply (message.tool_calls;
+	// streamed as tool_calls deltas, the arguments split into pieces).
+	// FinishReason then defaults to "tool_calls".
+	ToolCalls []ToolCall
+	// Reasoning is sent in the message member ReasoningField (default
+	// "reasoning_content"; "reasoning" as Ollama and LM Studio send it),
+	// streamed before the content.
+	Reasoning      string
+	ReasoningField string
+	// NullContent sends "content": null (with ToolCalls or Reasoning, as
+	// servers do when the model wrote no text).
+	NullContent bool
+	// ReasoningTokens is reported as completion_tokens_details.reasoning_tokens.
+	ReasoningTokens int
+
+	// RawBody, when set, is written as the whole response body, verbatim,
+	// with RawContentType (default application/json) and Status (default
+	// 200): a server family's exact wire format (see the fixtures). With
+	// WriteChunk > 0 it is written and flushed WriteChunk bytes at a time,
+	// so that SSE events are split at arbitrary byte boundaries.
+	RawBody        []byte
+	RawContentType string
+	WriteChunk     int
 
 	// Times is how many requests the rule carrying this reply answers:
 	// 0 means 1, [Forever] means unlimited. It is ignored for step rules

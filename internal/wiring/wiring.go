@@ -252,12 +252,12 @@ type RecordingModels struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	clients map[catalog.ModelConfig]*llm.Client
+	clients map[string]*llm.Client
 }
 
 // NewRecordingModels records the calls of its clients on b.
 func NewRecordingModels(b *bus.Bus, log *slog.Logger) *RecordingModels {
-	return &RecordingModels{rec: llmbus.New(b, llmbus.Options{Logger: log}), log: log, clients: map[catalog.ModelConfig]*llm.Client{}}
+	return &RecordingModels{rec: llmbus.New(b, llmbus.Options{Logger: log}), log: log, clients: map[string]*llm.Client{}}
 }
 
 // Get is a component.Models: the client of mc, made on first use (the run
@@ -265,7 +265,7 @@ func NewRecordingModels(b *bus.Bus, log *slog.Logger) *RecordingModels {
 func (m *RecordingModels) Get(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c, ok := m.clients[mc]; ok {
+	if c, ok := m.clients[mc.ClientKey()]; ok {
 		return c, nil
 	}
 	cfg := llmbus.Config(mc)
@@ -274,7 +274,7 @@ func (m *RecordingModels) Get(_ string, mc catalog.ModelConfig) (llm.Completer, 
 	if err != nil {
 		return nil, err
 	}
-	m.clients[mc] = c
+	m.clients[mc.ClientKey()] = c
 	return c, nil
 }
 

@@ -251,7 +251,7 @@ func helperAuditor() int {
 	}
 	defer b.Close()
 	var mu sync.Mutex
-	clients := map[catalog.ModelConfig]*llm.Client{}
+	clients := map[string]*llm.Client{}
 	defer func() {
 		for _, c := range clients {
 			c.Close()
@@ -261,14 +261,14 @@ func helperAuditor() int {
 		Models: func(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			if c := clients[mc]; c != nil {
+			if c := clients[mc.ClientKey()]; c != nil {
 				return c, nil
 			}
 			c, err := llm.New(llm.Config{BaseURL: mc.BaseURL, Model: mc.Name, MaxRetries: -1})
 			if err != nil {
 				return nil, err
 			}
-			clients[mc] = c
+			clients[mc.ClientKey()] = c
 			return c, nil
 		}})
 	if err != nil {

@@ -229,13 +229,12 @@ func (a *Auditor) runPhase(ctx context.Context, p Phase, c llm.Completer, model 
 	var last error
 	for i := 1; i <= attempts; i++ {
 		req := llm.Request{
-			Model:       model,
-			Messages:    msgs,
-			Temperature: a.Temperature,
-			MaxTokens:   a.MaxTokens,
-			Scope:       "verifyfast",
-			Purpose:     purposeOf(p),
-			Round:       i,
+			Model:    model,
+			Messages: msgs,
+			Sampling: llm.Sampling{Temperature: a.Temperature, MaxTokens: a.MaxTokens},
+			Scope:    "verifyfast",
+			Purpose:  purposeOf(p),
+			Round:    i,
 		}
 		if a.Annotate != nil {
 			a.Annotate(&req, p, i)

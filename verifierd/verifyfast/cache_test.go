@@ -16,7 +16,7 @@ import (
 
 func TestCacheKey(t *testing.T) {
 	t1, t2 := 0.1, 0.2
-	base := llm.Request{Model: "m", Messages: []llm.Message{{Role: "user", Content: "hi"}}, Temperature: &t1, MaxTokens: 10}
+	base := llm.Request{Model: "m", Messages: []llm.Message{{Role: "user", Content: "hi"}}, Sampling: llm.Sampling{Temperature: &t1, MaxTokens: 10}}
 	k := CacheKey(base)
 	if len(k) != 64 {
 		t.Fatalf("key %q", k)

@@ -124,9 +124,13 @@ func (r *BusRecorder) Requested(ctx context.Context, rec llm.CallRecord) {
 		Model:        rec.Model,
 		BaseURL:      rec.BaseURL,
 		MessageCount: len(msgs),
-		Params:       catalog.ModelParams{Temperature: rec.Temperature, MaxTokens: rec.MaxTokens, Stream: rec.Stream},
-		Attempt:      rec.Attempt,
-		TimeoutMS:    rec.Timeout.Milliseconds(),
+		Params: catalog.ModelParams{Temperature: rec.Temperature, MaxTokens: rec.MaxTokens, Stream: rec.Stream,
+			TopP: rec.TopP, Seed: rec.Seed, Stop: rec.Stop, ExtraBody: rec.ExtraBody},
+		Attempt:        rec.Attempt,
+		TimeoutMS:      rec.Timeout.Milliseconds(),
+		Tools:          rec.Tools,
+		ToolChoice:     rec.ToolChoice,
+		ResponseFormat: rec.ResponseFormat,
 	}
 	encoded, err := json.Marshal(msgs)
 	if err != nil {
@@ -165,17 +169,34 @@ func (r *BusRecorder) Responded(ctx context.Context, rec llm.CallRecord, resp ll
 		model = rec.Model
 	}
 	p := catalog.ModelResponded{
-		CallID:       rec.CallID,
-		Scope:        catalog.ModelScope(rec.Scope),
-		Step:         rec.Step,
-		Round:        rec.Round,
-		Model:        model,
-		Attempt:      rec.Attempt,
-		LatencyMS:    resp.Latency.Milliseconds(),
-		Usage:        catalog.TokenUsage{Prompt: resp.Usage.Prompt, Completion: resp.Usage.Completion, Total: resp.Usage.Total},
-		FinishReason: resp.FinishReason,
-		HTTPStatus:   rec.HTTPStatus,
-		Retryable:    callErr != nil && rec.Retrying,
+		CallID:    rec.CallID,
+		Scope:     catalog.ModelScope(rec.Scope),
+		Step:      rec.Step,
+		Round:     rec.Round,
+		Model:     model,
+		Attempt:   rec.Attempt,
+		LatencyMS: resp.Latency.Milliseconds(),
+		Usage: catalog.TokenUsage{Prompt: resp.Usage.Prompt, Completion: resp.Usage.Completion, Total: resp.Usage.Total,
+			Reasoning: resp.Usage.Reasoning, Cached: resp.Usage.Cached},
+		FinishReason:    resp.FinishReason,
+		HTTPStatus:      rec.HTTPStatus,
+		Retryable:       callErr != nil && rec.Retrying,
+		ReasoningSource: resp.ReasoningSource,
+		Dropped:         resp.Dropped,
+	}
+	for _, tc := range resp.ToolCalls {
+		p.ToolCalls = append(p.ToolCalls, catalog.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+	}
+	if len(resp.Reasoning) > r.opts.Threshold {
+		ref, err := r.bus.PutBlob(ctx, []byte(resp.Reasoning), "text/plain; charset=utf-8")
+		if err != nil {
+			r.fail(rec, catalog.TypeModelResponded, err)
+			return
+		}
+		ref.Name = "reasoning.txt"
+		p.ReasoningBlob = &ref
+	} else {
+		p.Reasoning = resp.Reasoning
 	}
 	if callErr != nil {
 		p.Error = truncate(callErr.Error(), maxErrorBytes)
@@ -227,13 +248,22 @@ func truncate(s string, n int) string {
 
 // Config returns the llm.Config of a run's model settings (the
 // catalogue's ModelConfig: base URL, model name, the NAME of the API key's
-// environment variable, timeout_ms, 0 meaning MODEL_TIMEOUT or 150 s).
-// The caller adds Recorder, Stream, Logger and the rest.
+// environment variable, timeout_ms, 0 meaning MODEL_TIMEOUT or 150 s,
+// streaming, on unless stream is false, and its idle timeout). The caller
+// adds Recorder, Logger and the rest; Sampling gives the per-request part.
 func Config(mc catalog.ModelConfig) llm.Config {
 	return llm.Config{
-		BaseURL:   mc.BaseURL,
-		Model:     mc.Name,
-		APIKeyEnv: mc.APIKeyEnv,
-		Timeout:   time.Duration(mc.TimeoutMS) * time.Millisecond,
+		BaseURL:     mc.BaseURL,
+		Model:       mc.Name,
+		APIKeyEnv:   mc.APIKeyEnv,
+		Timeout:     time.Duration(mc.TimeoutMS) * time.Millisecond,
+		Stream:      mc.Stream == nil || *mc.Stream,
+		IdleTimeout: time.Duration(mc.IdleTimeoutMS) * time.Millisecond,
 	}
+}
+
+// Sampling returns the sampling and server options of a run's model
+// settings, for llm.Request.Sampling.
+func Sampling(mc catalog.ModelConfig) llm.Sampling {
+	return llm.Sampling{Temperature: mc.Temperature, TopP: mc.TopP, MaxTokens: mc.MaxTokens, Seed: mc.Seed, Stop: mc.Stop, ExtraBody: mc.ExtraBody}
 }

@@ -82,8 +82,8 @@ func TestPublishesModelIOWithBlobsAndDerivedIDs(t *testing.T) {
 			{Role: "system", Content: "You are VERA."},
 			{Role: "user", Content: bigPrompt},
 		},
-		Temperature: &temp, MaxTokens: 2048,
-		RunID: "run-llmbus", Scope: "agent", Purpose: "step", Step: 3,
+		Sampling: llm.Sampling{Temperature: &temp, MaxTokens: 2048},
+		RunID:    "run-llmbus", Scope: "agent", Purpose: "step", Step: 3,
 		CallID: "call-agent-s0003", CauseID: cause.ID,
 	}
 	resp, err := c.Complete(context.Background(), req)
