@@ -51,6 +51,10 @@ type Config struct {
 	// instead of calling the model again. Clients are kept per settings
 	// and shared by the runs that use them.
 	Models component.Models
+	// Deltas, when set, returns where the pieces of a step's reply go as
+	// they stream in (llm.Request.OnDelta), for live display only: the
+	// record is vera.model.responded. A nil result means none.
+	Deltas func(runID string, step int, callID string) func(llm.Delta)
 	// Policy is the base policy; the run's PolicyConfig overrides it.
 	// Zero limits mean ledger's defaults.
 	Policy ledger.Policy
