@@ -85,6 +85,10 @@
 //	                                     carries instructions or a message: a
 //	                                     corrective "gradient" to the agent
 //	dra_policy_<rule>_total              vera.policy.<rule>, every catalogued rule
+//	vera_model_reasoning_tokens_total{scope} vera.model.responded usage.reasoning
+//	vera_model_tool_calls_total{scope}   native tool calls in vera.model.responded
+//	vera_model_dropped_features_total{feature} successful replies obtained
+//	                                     without a refused feature (dropped)
 //	vera_events_total{type}              events folded, by type
 //	vera_events_malformed_total          messages that are not events, or whose
 //	                                     data does not decode for a metric

@@ -39,6 +39,11 @@ const (
 	MetricVerifierBeforeTools     = "dra_verifier_before_tools_total"
 	MetricModelFinishReasonLength = "dra_model_finish_reason_length_total"
 	MetricVerifierGradient        = "dra_verifier_gradient_total"
+
+	// VERA's own model metrics (not in the spec's list).
+	MetricModelReasoningTokens = "vera_model_reasoning_tokens_total"
+	MetricModelToolCalls       = "vera_model_tool_calls_total"
+	MetricModelDropped         = "vera_model_dropped_features_total"
 )
 
 // Metrics folds events into VERA's Prometheus metrics. The zero value is
@@ -65,6 +70,7 @@ type Metrics struct {
 	seen map[string]map[string]struct{}
 
 	scores, modelTokens, eventsTotal                           *prometheus.CounterVec
+	reasoningTokens, toolCalls, dropped                        *prometheus.CounterVec
 	lastScore                                                  prometheus.Gauge
 	duration                                                   prometheus.Histogram
 	instrChars                                                 prometheus.Summary
@@ -120,6 +126,16 @@ func NewMetrics(b *bus.Bus, logger *slog.Logger) *Metrics {
 	m.modelTokens = newCounterVec(r, MetricModelTokens, "Model tokens by scope (vera.model.responded usage.total).", "scope")
 	for _, s := range []string{"agent", "verifier", "judge", "verifyfast", "logic"} {
 		m.modelTokens.WithLabelValues(s)
+	}
+	m.reasoningTokens = newCounterVec(r, MetricModelReasoningTokens, "Reasoning tokens by scope, when the server reports them (vera.model.responded usage.reasoning).", "scope")
+	m.toolCalls = newCounterVec(r, MetricModelToolCalls, "Native tool calls in model replies, by scope (vera.model.responded tool_calls).", "scope")
+	for _, s := range []string{"agent", "verifier", "judge", "verifyfast", "logic"} {
+		m.reasoningTokens.WithLabelValues(s)
+		m.toolCalls.WithLabelValues(s)
+	}
+	m.dropped = newCounterVec(r, MetricModelDropped, "Model calls sent again without a feature the server refused (vera.model.responded dropped), by feature.", "feature")
+	for _, f := range []string{"tools", "response_format"} {
+		m.dropped.WithLabelValues(f)
 	}
 	// No objectives: only _sum and _count, which are a pure fold (quantiles
 	// would depend on wall-clock age windows).
@@ -239,6 +255,13 @@ func (m *Metrics) Observe(ev bus.Event) {
 			scope = "unknown"
 		}
 		addCount(m.modelTokens.WithLabelValues(scope), d.Usage.Total)
+		addCount(m.reasoningTokens.WithLabelValues(scope), d.Usage.Reasoning)
+		addCount(m.toolCalls.WithLabelValues(scope), int64(len(d.ToolCalls)))
+		if d.Error == "" {
+			for _, f := range d.Dropped {
+				m.dropped.WithLabelValues(f).Inc()
+			}
+		}
 		if d.FinishReason == "length" {
 			m.length.Inc()
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
 )
 
 func foldText(tb testing.TB, evs []bus.Event) string {
@@ -177,6 +178,29 @@ func TestMetricsHealthApartAndNegativeTokens(t *testing.T) {
 	for _, want := range []string{"vera_bus_health_errors_total 0\n", "vera_bus_stream_messages 0\n", `dra_verifier_scores_total{score="3"} 1` + "\n"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("want %q in /metrics:\n%s", want, body)
+		}
+	}
+}
+
+func TestModelReplyMetrics(t *testing.T) {
+	s := &bustest.Synth{TB: t, RunID: "mr", T0: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+	s.Add("agent", catalog.ModelResponded{CallID: "c1", Scope: "agent", Step: 1, Model: "m", Attempt: 1,
+		Usage: catalog.TokenUsage{Total: 50, Reasoning: 30}, ToolCalls: []catalog.ToolCall{{Name: "shell", Arguments: "{}"}}, Dropped: []string{"response_format"}})
+	s.Add("verifier.deepverify", catalog.ModelResponded{CallID: "c2", Scope: "judge", Model: "m", Attempt: 1,
+		Usage: catalog.TokenUsage{Total: 10, Reasoning: 4}, Dropped: []string{"response_format"}})
+	s.Add("verifier.deepverify", catalog.ModelResponded{CallID: "c3", Scope: "judge", Model: "m", Attempt: 1,
+		Error: "HTTP 500", Dropped: []string{"tools"}})
+	text := foldText(t, s.Evs)
+	for _, want := range []string{
+		`vera_model_reasoning_tokens_total{scope="agent"} 30`,
+		`vera_model_reasoning_tokens_total{scope="judge"} 4`,
+		`vera_model_tool_calls_total{scope="agent"} 1`,
+		`vera_model_tool_calls_total{scope="judge"} 0`,
+		`vera_model_dropped_features_total{feature="response_format"} 2`,
+		`vera_model_dropped_features_total{feature="tools"} 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("want %q in\n%s", want, text)
 		}
 	}
 }
