@@ -80,8 +80,11 @@ func serverOf(baseURL string) (string, int) {
 // part and message are the GenAI conventions' message shape
 // (gen_ai.input.messages, gen_ai.output.messages).
 type part struct {
-	Type    string `json:"type"`
-	Content string `json:"content"`
+	Type      string          `json:"type"`
+	Content   string          `json:"content,omitempty"`
+	ID        string          `json:"id,omitempty"`        // tool_call
+	Name      string          `json:"name,omitempty"`      // tool_call
+	Arguments json.RawMessage `json:"arguments,omitempty"` // tool_call: the arguments object
 }
 
 type message struct {
@@ -92,6 +95,33 @@ type message struct {
 
 // messagesJSON renders chat messages in the conventions' JSON shape;
 // finish, when set, is the finish reason of output messages.
+// outputJSON renders a reply as the conventions' output message: its
+// reasoning, text and tool calls as reasoning, text and tool_call parts.
+func outputJSON(text, reasoning string, calls []catalog.ToolCall, finish string) string {
+	m := message{Role: "assistant", FinishReason: finish, Parts: []part{}}
+	if reasoning != "" {
+		m.Parts = append(m.Parts, part{Type: "reasoning", Content: reasoning})
+	}
+	if text != "" || (reasoning == "" && len(calls) == 0) {
+		m.Parts = append(m.Parts, part{Type: "text", Content: text})
+	}
+	for _, c := range calls {
+		tc := part{Type: "tool_call", ID: c.ID, Name: c.Name}
+		if json.Valid([]byte(c.Arguments)) {
+			tc.Arguments = json.RawMessage(c.Arguments)
+		} else {
+			b, _ := json.Marshal(c.Arguments) // not JSON: kept as a string
+			tc.Arguments = b
+		}
+		m.Parts = append(m.Parts, tc)
+	}
+	b, err := json.Marshal([]message{m})
+	if err != nil {
+		return "[]"
+	}
+	return string(b)
+}
+
 func messagesJSON(msgs []catalog.Message, finish string) string {
 	out := make([]message, len(msgs))
 	for i, m := range msgs {

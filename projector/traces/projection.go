@@ -432,7 +432,22 @@ func (p *Projection) modelRequested(ev bus.Event) {
 			attrs = append(attrs, semconv.GenAIRequestMaxTokens(d.Params.MaxTokens))
 		}
 		if d.Params.Stream {
-			attrs = append(attrs, attribute.Bool("gen_ai.request.stream", true))
+			attrs = append(attrs, semconv.GenAIRequestStream(true))
+		}
+		if d.Params.TopP != nil {
+			attrs = append(attrs, semconv.GenAIRequestTopP(*d.Params.TopP))
+		}
+		if d.Params.Seed != nil {
+			attrs = append(attrs, semconv.GenAIRequestSeed(int(*d.Params.Seed)))
+		}
+		if len(d.Params.Stop) > 0 {
+			attrs = append(attrs, semconv.GenAIRequestStopSequences(d.Params.Stop...))
+		}
+		if len(d.Tools) > 0 {
+			attrs = append(attrs, attribute.StringSlice("vera.model.tools", d.Tools))
+		}
+		if d.ResponseFormat != "" {
+			attrs = append(attrs, semconv.GenAIOutputTypeJSON, attribute.String("vera.model.response_format", d.ResponseFormat))
 		}
 		if p.opts.Content && len(d.Messages) > 0 {
 			attrs = append(attrs, semconv.GenAIInputMessagesKey.String(messagesJSON(d.Messages, "")))
@@ -498,13 +513,39 @@ func (p *Projection) modelResponded(ev bus.Event) {
 	if d.Usage.Prompt > 0 || d.Usage.Completion > 0 || d.Usage.Total > 0 {
 		s.Attrs = append(s.Attrs, semconv.GenAIUsageInputTokensKey.Int64(d.Usage.Prompt), semconv.GenAIUsageOutputTokensKey.Int64(d.Usage.Completion))
 	}
+	if d.Usage.Reasoning > 0 {
+		s.Attrs = append(s.Attrs, semconv.GenAIUsageReasoningOutputTokensKey.Int64(d.Usage.Reasoning))
+	}
+	if d.Usage.Cached > 0 {
+		s.Attrs = append(s.Attrs, semconv.GenAIUsageCacheReadInputTokensKey.Int64(d.Usage.Cached))
+	}
+	if len(d.ToolCalls) > 0 {
+		names := make([]string, len(d.ToolCalls))
+		for i, c := range d.ToolCalls {
+			names[i] = c.Name
+		}
+		s.Attrs = append(s.Attrs, attribute.StringSlice("vera.model.tool_calls", names))
+	}
+	if len(d.Dropped) > 0 {
+		s.Attrs = append(s.Attrs, attribute.StringSlice("vera.model.dropped", d.Dropped))
+	}
+	if d.ReasoningSource != "" {
+		s.Attrs = append(s.Attrs, attribute.String("vera.model.reasoning_source", d.ReasoningSource))
+	}
 	if d.Error != "" {
 		s.Status, s.StatusMessage = codes.Error, d.Error
 		s.Attrs = append(s.Attrs, semconv.ErrorTypeKey.String(modelErrorType(d)))
-	} else if p.opts.Content && d.Text != "" {
-		s.Attrs = append(s.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "assistant", Content: d.Text}}, d.FinishReason)))
-	} else if text, ok := p.blobText(s, d.TextBlob); ok {
-		s.Attrs = append(s.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]catalog.Message{{Role: "assistant", Content: text}}, d.FinishReason)))
+	} else if p.opts.Content {
+		text, reasoning := d.Text, d.Reasoning
+		if t, ok := p.blobText(s, d.TextBlob); ok {
+			text = t
+		}
+		if r, ok := p.blobText(s, d.ReasoningBlob); ok {
+			reasoning = r
+		}
+		if text != "" || reasoning != "" || len(d.ToolCalls) > 0 {
+			s.Attrs = append(s.Attrs, semconv.GenAIOutputMessagesKey.String(outputJSON(cut(text, MaxContentBytes), cut(reasoning, MaxContentBytes), d.ToolCalls, d.FinishReason)))
+		}
 	}
 	if d.TextBlob != nil {
 		s.Attrs = append(s.Attrs, attribute.String("vera.text_blob", d.TextBlob.Digest))

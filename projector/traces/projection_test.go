@@ -588,3 +588,58 @@ func TestGenericEventAttributes(t *testing.T) {
 		t.Errorf("attribute %s missing", k)
 	}
 }
+
+// TestNativeToolCallAndReasoning: a native tool-calling reply with
+// reasoning gives the conventions' reasoning and tool_call parts (content
+// on), the reasoning token count and the call's sampling parameters.
+func TestNativeToolCallAndReasoning(t *testing.T) {
+	s := &bustest.Synth{TB: t, RunID: "native-otel", T0: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+	model := catalog.ModelConfig{BaseURL: "http://127.0.0.1:8000/v1", Name: "qwen3"}
+	s.Add("cli", catalog.TaskSubmitted{SubmittedBy: "cli", RunConfig: catalog.RunConfig{Task: "t", WorkDir: "/tmp/w", Model: model}})
+	topP, seed := 0.9, int64(7)
+	s.Add("agent", catalog.ModelRequested{CallID: "call-agent-s0001", Scope: catalog.ScopeAgent, Step: 1, Model: "qwen3", BaseURL: model.BaseURL, Attempt: 1, MessageCount: 2,
+		Params: catalog.ModelParams{TopP: &topP, Seed: &seed, Stop: []string{"END"}, Stream: true}, Tools: []string{"shell", "notes_append", "submit"}, ToolChoice: "required"})
+	s.Add("agent", catalog.ModelResponded{CallID: "call-agent-s0001", Scope: catalog.ScopeAgent, Step: 1, Model: "qwen3", Attempt: 1, FinishReason: "tool_calls",
+		Usage: catalog.TokenUsage{Prompt: 100, Completion: 40, Total: 140, Reasoning: 25}, Reasoning: "List the input first.", ReasoningSource: "reasoning_content",
+		ToolCalls: []catalog.ToolCall{{ID: "call_1", Name: "shell", Arguments: `{"cmd":"ls /input"}`}}})
+	spans := traces.Project(s.RunID, s.Evs, traces.Options{Content: true})
+	chat := byName(spans, "chat qwen3")
+	if len(chat) != 1 {
+		t.Fatalf("%d chat spans", len(chat))
+	}
+	c := chat[0]
+	for key, want := range map[string]string{
+		"gen_ai.request.top_p":                 "0.9",
+		"gen_ai.request.seed":                  "7",
+		"gen_ai.request.stop_sequences":        `["END"]`,
+		"gen_ai.usage.reasoning.output_tokens": "25",
+		"vera.model.tools":                     `["shell","notes_append","submit"]`,
+		"vera.model.tool_calls":                "[shell]",
+		"vera.model.reasoning_source":          "reasoning_content",
+	} {
+		if v, ok := attr(c, key); !ok || v.Emit() != want {
+			t.Errorf("%s = %q (present %v), want %q", key, v.Emit(), ok, want)
+		}
+	}
+	out, ok := attr(c, "gen_ai.output.messages")
+	if !ok {
+		t.Fatal("no gen_ai.output.messages")
+	}
+	var msgs []struct {
+		Parts []struct {
+			Type, Content, Name string
+			Arguments           map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(out.AsString()), &msgs); err != nil || len(msgs) != 1 || len(msgs[0].Parts) != 2 ||
+		msgs[0].Parts[0].Type != "reasoning" || msgs[0].Parts[0].Content != "List the input first." ||
+		msgs[0].Parts[1].Type != "tool_call" || msgs[0].Parts[1].Name != "shell" || msgs[0].Parts[1].Arguments["cmd"] != "ls /input" {
+		t.Fatalf("output messages %s (%v)", out.AsString(), err)
+	}
+	// Without content, neither the reasoning nor the arguments leave.
+	for _, s := range traces.Project(s.RunID, s.Evs, traces.Options{}) {
+		if v, ok := attr(s, "gen_ai.output.messages"); ok {
+			t.Fatalf("content off, output messages %s", v.AsString())
+		}
+	}
+}
