@@ -614,7 +614,7 @@ func TestNativeToolCallAndReasoning(t *testing.T) {
 		"gen_ai.request.stop_sequences":        `["END"]`,
 		"gen_ai.usage.reasoning.output_tokens": "25",
 		"vera.model.tools":                     `["shell","notes_append","submit"]`,
-		"vera.model.tool_calls":                "[shell]",
+		"vera.model.tool_calls":                `["shell"]`,
 		"vera.model.reasoning_source":          "reasoning_content",
 	} {
 		if v, ok := attr(c, key); !ok || v.Emit() != want {
