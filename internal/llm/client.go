@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -744,7 +745,21 @@ func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewPa
 			!strings.Contains(strings.ToLower(res.Header.Get("Content-Type")), "json") {
 			return res, err
 		}
-		raw, rerr := io.ReadAll(io.LimitReader(res.Body, 32<<20))
+		// Only a body that starts as a JSON object is taken: an event
+		// stream mislabelled as JSON still goes to the SSE decoder.
+		br := bufio.NewReader(res.Body)
+		for {
+			b, perr := br.Peek(1)
+			if perr != nil || (b[0] != ' ' && b[0] != '\n' && b[0] != '\r' && b[0] != '\t') {
+				break
+			}
+			_, _ = br.Discard(1)
+		}
+		if b, perr := br.Peek(1); perr != nil || b[0] != '{' {
+			res.Body = readCloser{br, res.Body}
+			return res, nil
+		}
+		raw, rerr := io.ReadAll(io.LimitReader(br, 32<<20))
 		_ = res.Body.Close()
 		if rerr != nil {
 			return nil, rerr
@@ -819,6 +834,12 @@ func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewPa
 		return resp, fmt.Errorf("%w (%d bytes of text received)", ErrIncomplete, len(content)+reasoning.Len())
 	}
 	return resp, nil
+}
+
+// readCloser reads from a reader wrapped around a body and closes the body.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 func usage(u openai.CompletionUsage) Usage {

@@ -279,3 +279,16 @@ func TestFixtureRefusalDropsTools(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamMislabelledAsJSON: an event stream sent with Content-Type
+// application/json is still read as a stream.
+func TestStreamMislabelledAsJSON(t *testing.T) {
+	f := scriptedmodel.MustFixture("ollama", "reasoning_stream")
+	f.ContentType = "application/json"
+	c, _ := fixtureClient(t, f, true, 7, -1)
+	resp, err := c.Complete(context.Background(), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFixtureResponse(t, "mislabelled stream", f, resp)
+}
