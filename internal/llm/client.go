@@ -1,10 +1,13 @@
 package llm
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -316,7 +319,9 @@ func (c *Client) refusedFeature(req Request, drop dropped, out attemptResult) (b
 	switch out.status {
 	case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusNotImplemented:
 	default:
-		return false, drop
+		if !permanentRefusal(out.err.Error()) {
+			return false, drop
+		}
 	}
 	hasTools, hasFormat := len(req.Tools) > 0 && !drop.tools, req.ResponseFormat != nil && !drop.format
 	if !hasTools && !hasFormat {
@@ -439,7 +444,11 @@ func (c *Client) apiError(status int, oe *openai.Error, resp *http.Response) (ae
 	if oe != nil {
 		ae.Type, ae.Code, ae.Message = oe.Type, oe.Code, c.red.string(truncateText(oe.Message, 4000))
 		if oe.Message == "" && oe.Type == "" && oe.Code == "" {
-			ae.Message = "the error body is not an OpenAI error object" + describeBody(resp)
+			if msg := flatErrorMessage(resp); msg != "" {
+				ae.Message = c.red.string(truncateText(msg, 4000))
+			} else {
+				ae.Message = "the error body is not an OpenAI error object" + describeBody(resp)
+			}
 		}
 		cp := *oe
 		if cp.Request != nil {
@@ -452,6 +461,9 @@ func (c *Client) apiError(status int, oe *openai.Error, resp *http.Response) (ae
 	}
 	ae.Retryable = status == http.StatusRequestTimeout || status == http.StatusConflict ||
 		status == http.StatusTooManyRequests || status >= 500
+	if status >= 500 && permanentRefusal(ae.Message) {
+		ae.Retryable = false // llama-server's "tools param requires --jinja flag" is a 500
+	}
 	if resp != nil {
 		switch strings.ToLower(resp.Header.Get("x-should-retry")) {
 		case "true":
@@ -591,8 +603,13 @@ func (c *Client) doJSON(ctx context.Context, params openai.ChatCompletionNewPara
 	if _, err := c.svc.New(ctx, params, option.WithResponseBodyInto(&raw), option.WithResponseInto(httpResp)); err != nil {
 		return Response{}, err
 	}
+	return completionFromJSON(raw, *httpResp)
+}
+
+// completionFromJSON reads a non-streamed chat completion body.
+func completionFromJSON(raw []byte, httpResp *http.Response) (Response, error) {
 	if !json.Valid(raw) {
-		return Response{}, fmt.Errorf("%w: the body is not valid JSON (%d bytes)%s", ErrMalformed, len(raw), describeBody(*httpResp))
+		return Response{}, fmt.Errorf("%w: the body is not valid JSON (%d bytes)%s", ErrMalformed, len(raw), describeBody(httpResp))
 	}
 	var cc openai.ChatCompletion
 	if err := cc.UnmarshalJSON(raw); err != nil {
@@ -638,6 +655,48 @@ func bodyError(raw []byte) (string, bool) {
 	return string(e.Error), true
 }
 
+// permanentRefusal reports whether an error message is a server's refusal
+// of a request feature that no retry cures, whatever its status:
+// llama-server without --jinja answers a request with tools (or
+// tool_choice) with HTTP 500 "tools param requires --jinja flag" or
+// "Unsupported param: tool_choice".
+func permanentRefusal(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "requires --jinja") || strings.Contains(m, "unsupported param: tool")
+}
+
+// flatErrorMessage reads the message of an error body that is not nested
+// under "error": vLLM's {"object": "error", "message": …}, FastAPI's
+// {"detail": …}. The body stays readable.
+func flatErrorMessage(resp *http.Response) string {
+	if resp == nil || resp.Body == nil {
+		return ""
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body = io.NopCloser(bytes.NewReader(raw))
+	if err != nil {
+		return ""
+	}
+	var flat struct {
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(raw, &flat) != nil {
+		return ""
+	}
+	if flat.Message != "" {
+		return flat.Message
+	}
+	var detail string
+	if json.Unmarshal(flat.Detail, &detail) == nil {
+		return detail
+	}
+	if len(flat.Detail) > 0 {
+		return string(flat.Detail)
+	}
+	return ""
+}
+
 // errorHint adds what to change for the errors whose cause is known.
 func errorHint(msg string) string {
 	m := strings.ToLower(msg)
@@ -676,7 +735,40 @@ func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewPa
 		idle = time.AfterFunc(c.idle, func() { cancel(errIdleTimeout) })
 		defer idle.Stop()
 	}
-	stream := c.svc.NewStreaming(ctx, params, option.WithResponseInto(httpResp))
+	// A 200 answer that is a JSON document rather than an event stream (a
+	// string error such as LM Studio's for a wrong path, or a server that
+	// ignores "stream") is kept, to be read as a non-streamed body.
+	var jsonBody []byte
+	keepJSON := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		res, err := next(r)
+		if err != nil || res == nil || res.StatusCode >= 400 || res.Body == nil ||
+			!strings.Contains(strings.ToLower(res.Header.Get("Content-Type")), "json") {
+			return res, err
+		}
+		// Only a body that starts as a JSON object is taken: an event
+		// stream mislabelled as JSON still goes to the SSE decoder.
+		br := bufio.NewReader(res.Body)
+		for {
+			b, perr := br.Peek(1)
+			if perr != nil || (b[0] != ' ' && b[0] != '\n' && b[0] != '\r' && b[0] != '\t') {
+				break
+			}
+			_, _ = br.Discard(1)
+		}
+		if b, perr := br.Peek(1); perr != nil || b[0] != '{' {
+			res.Body = readCloser{br, res.Body}
+			return res, nil
+		}
+		raw, rerr := io.ReadAll(io.LimitReader(br, 32<<20))
+		_ = res.Body.Close()
+		if rerr != nil {
+			return nil, rerr
+		}
+		jsonBody = raw
+		res.Body = io.NopCloser(bytes.NewReader(nil))
+		return res, nil
+	})
+	stream := c.svc.NewStreaming(ctx, params, option.WithResponseInto(httpResp), keepJSON)
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
 	var rejected error
@@ -713,6 +805,9 @@ func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewPa
 			}
 		}
 	}
+	if jsonBody != nil && stream.Err() == nil {
+		return completionFromJSON(jsonBody, *httpResp)
+	}
 	resp := Response{Usage: usage(acc.Usage), Model: acc.Model}
 	content := ""
 	var calls []ToolCall
@@ -739,6 +834,12 @@ func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewPa
 		return resp, fmt.Errorf("%w (%d bytes of text received)", ErrIncomplete, len(content)+reasoning.Len())
 	}
 	return resp, nil
+}
+
+// readCloser reads from a reader wrapped around a body and closes the body.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 func usage(u openai.CompletionUsage) Usage {

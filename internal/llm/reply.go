@@ -191,6 +191,11 @@ func joinNonEmpty(parts []string, sep string) string {
 // message's content, its reasoning member and its native tool calls.
 func finishReply(resp *Response, content, memberReasoning, memberSource string, native []ToolCall) {
 	answer, markup, markupSource, markupCalls := splitContent(content)
+	if memberReasoning = strings.TrimSpace(memberReasoning); memberReasoning != "" {
+		// vLLM's reasoning parsers leave the blank lines that followed
+		// </think> at the start of the content.
+		answer = strings.TrimLeft(answer, "\r\n")
+	}
 	resp.Text = answer
 	switch {
 	case memberReasoning != "" && markup != "":

@@ -37,6 +37,14 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, req *Request, r
 		h.Set("Retry-After", strconv.FormatInt(int64((reply.RetryAfter+time.Second-1)/time.Second), 10))
 	}
 
+	if reply.RawBody != nil {
+		status := http.StatusOK
+		if reply.Status != 0 {
+			status = reply.Status
+		}
+		s.writeRaw(w, r, reply, status)
+		return
+	}
 	if reply.Status >= 400 {
 		if reply.Malformed {
 			h.Set("Content-Type", "text/html; charset=utf-8")
@@ -62,10 +70,6 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, req *Request, r
 	status := http.StatusOK
 	if reply.Status != 0 {
 		status = reply.Status
-	}
-	if reply.RawBody != nil {
-		s.writeRaw(w, r, reply, status)
-		return
 	}
 	content, finish := reply.Content, reply.FinishReason
 	if finish == "" {

@@ -100,9 +100,10 @@ type Reply struct {
 
 	// RawBody, when set, is written as the whole response body, verbatim,
 	// with RawContentType (default application/json) and Status (default
-	// 200): a server family's exact wire format (see the fixtures). With
-	// WriteChunk > 0 it is written and flushed WriteChunk bytes at a time,
-	// so that SSE events are split at arbitrary byte boundaries.
+	// 200, an error status included): a server family's exact wire format
+	// (see [Fixtures]). With WriteChunk > 0 it is written and flushed
+	// WriteChunk bytes at a time, so that SSE events are split at arbitrary
+	// byte boundaries.
 	RawBody        []byte
 	RawContentType string
 	WriteChunk     int
