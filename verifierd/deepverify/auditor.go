@@ -14,6 +14,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
 )
 
 // Durable is the name of the auditor's durable consumer:
@@ -221,7 +222,12 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	base := llm.Request{Model: mc.Name, RunID: st.RunID, Round: r.Round, Step: r.Req.CandidateStep, CauseID: r.Request.ID}
+	base := llm.Request{Model: mc.Name, RunID: st.RunID, Round: r.Round, Step: r.Req.CandidateStep, CauseID: r.Request.ID,
+		Sampling: llmbus.Sampling(mc)}
+	if base.Temperature == nil {
+		zero := 0.0
+		base.Temperature = &zero
+	}
 
 	// (a–c) decompose.
 	if r.Decomposed == nil {
@@ -232,7 +238,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		prompt := RenderDecompose(DecomposeInput{Round: r.Round, Task: st.Room.Task, Answer: answer,
 			CandidateStep: r.Req.CandidateStep, Notes: st.Room.Notes, Evidence: st.Room.Evidence})
 		var d Decomposition
-		_, perr := a.ask(ctx, model, req, prompt, func(s string) error {
+		_, perr := a.ask(ctx, model, req, prompt, decompositionSchema, func(s string) error {
 			var err error
 			d, err = ParseDecomposition(s)
 			return err
@@ -294,7 +300,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		prompt := RenderJudge(JudgeInput{Round: r.Round, Task: st.Room.Task, Answer: answer,
 			Summary: r.Decomposed.Summary, LikelyErrors: r.Decomposed.LikelyErrors, Checks: checks})
 		var j Judgement
-		usage, perr := a.ask(ctx, model, req, prompt, func(s string) error {
+		usage, perr := a.ask(ctx, model, req, prompt, judgementSchema, func(s string) error {
 			var err error
 			j, err = ParseJudgement(s)
 			return err
@@ -389,7 +395,7 @@ func (a *Auditor) advanceCheck(ctx context.Context, st *runState, r *roundState,
 		}
 	}
 	var s CheckStep
-	_, perr := a.ask(ctx, model, req, RenderCheck(in), func(reply string) error {
+	_, perr := a.ask(ctx, model, req, RenderCheck(in), checkStepSchema, func(reply string) error {
 		var err error
 		s, err = ParseCheckStep(reply)
 		return err
@@ -436,12 +442,13 @@ func isParseError(err error) bool {
 	return errors.As(err, &p)
 }
 
-// ask calls the model with the auditor persona and parses the reply with
-// parse; after an unparseable reply it asks once more.
-func (a *Auditor) ask(ctx context.Context, model llm.Completer, req llm.Request, prompt string, parse func(string) error) (llm.Usage, error) {
+// ask calls the model with the auditor persona, requesting a reply of the
+// schema (dropped by the client when the server refuses it), and parses
+// the reply with parse; after an unparseable reply it asks once more, with
+// the schema again.
+func (a *Auditor) ask(ctx context.Context, model llm.Completer, req llm.Request, prompt string, schema llm.JSONSchema, parse func(string) error) (llm.Usage, error) {
 	req.Messages = []llm.Message{{Role: "system", Content: SystemPrompt()}, {Role: "user", Content: prompt}}
-	zero := 0.0
-	req.Temperature = &zero
+	req.ResponseFormat, req.Optional = &schema, true
 	var usage llm.Usage
 	resp, err := model.Complete(ctx, req)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
@@ -28,6 +29,12 @@ type scenario struct {
 	judge     map[int]string
 	delay     time.Duration            // before every check-step reply
 	delays    map[string]time.Duration // check id → before its replies, instead of delay
+	// refuseFormat answers a request carrying response_format with an
+	// HTTP 400 naming it, as a server without structured outputs does.
+	refuseFormat bool
+	// wrap, when set, rewrites every scripted reply text (prose around the
+	// JSON, as from a server that ignores response_format).
+	wrap func(string) string
 }
 
 var (
@@ -39,7 +46,18 @@ var (
 func (s *scenario) reply(req scriptedmodel.Request) (scriptedmodel.Reply, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := req.LastUserMessage()
+	if s.refuseFormat && len(req.ResponseFormat) > 0 {
+		return scriptedmodel.Reply{Status: 400, ErrorMessage: "response_format is not supported by this server"}, true
+	}
+	r, ok := s.lookup(req.LastUserMessage())
+	if ok && s.wrap != nil {
+		r.Content = s.wrap(r.Content)
+	}
+	return r, ok
+}
+
+// lookup finds the scripted reply to a prompt; s.mu is held.
+func (s *scenario) lookup(u string) (scriptedmodel.Reply, bool) {
 	var n int
 	if m := decomposeHdr.FindStringSubmatch(u); m != nil {
 		fmt.Sscan(m[1], &n)
@@ -87,6 +105,13 @@ type harness struct {
 	events  *bus.Factory
 	start   bus.Event
 
+	// record makes the model client record its calls on the bus
+	// (llmbus), as in production; set it before the auditor starts.
+	record bool
+	// auditorModel, when set, is the auditor model of the runs newRun
+	// makes afterwards.
+	auditorModel *catalog.ModelConfig
+
 	mu      sync.Mutex
 	outputs map[string]string        // command → stdout
 	gates   map[string]chan struct{} // command → closed when it may finish
@@ -117,7 +142,7 @@ func (h *harness) newRun(runID string, maxRounds int, workDir string) {
 	h.mu.Unlock()
 	cfg := catalog.RunConfig{Task: "When was Python 3.13.0 released?", WorkDir: workDir,
 		Model:   catalog.ModelConfig{BaseURL: h.srv.URL(), Name: "m"},
-		Auditor: catalog.AuditorConfig{Enabled: true, MaxRounds: maxRounds}}
+		Auditor: catalog.AuditorConfig{Enabled: true, MaxRounds: maxRounds, Model: h.auditorModel}}
 	h.start = h.publish(catalog.RunStarted{AgentID: "a1", Config: cfg})
 	h.publish(catalog.NotesAppended{Step: 1, Author: "agent", Text: "Python 3.13.0 release date: see ev_0001, ev_0002."})
 	// What the clean room must not see: the agent's thoughts and its own
@@ -149,7 +174,11 @@ func (h *harness) request(round int, answer string, evidence ...string) {
 
 // client is the real model client against the scripted server.
 func (h *harness) models() component.Models {
-	c, err := llm.New(llm.Config{BaseURL: h.srv.URL(), Model: "m", MaxRetries: -1})
+	cfg := llm.Config{BaseURL: h.srv.URL(), Model: "m", MaxRetries: -1}
+	if h.record {
+		cfg.Recorder = llmbus.New(h.b, llmbus.Options{Logger: bustest.Logger(h.t)})
+	}
+	c, err := llm.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -26,6 +26,21 @@
 // (its reply was never recorded). A delivery the dead auditor was handling
 // comes back after AckWait.
 //
+// # Model calls
+//
+// Every call (decomposition, each check step, judgement, and the one
+// re-ask after an unparseable reply) requests response_format json_schema
+// with the schema of exactly the object its parser reads
+// (vera_audit_decomposition, vera_audit_check_step, vera_audit_judgement;
+// see parse.go, strict mode and why), as an optional feature: a server that
+// refuses it gets the same request again without it, which
+// vera.model.responded records as dropped ["response_format"];
+// vera.model.requested names the schema sent. A server that accepts the
+// schema and ignores it is read as before (llm.ExtractJSONObject). The
+// sampling and server options of the run's auditor model (the agent's when
+// it has none) go with every call (llmbus.Sampling); temperature is 0
+// when they set none.
+//
 // Measured (bench_test.go; a 2-core machine, shared and loaded):
 //
 //	go test ./verifierd/deepverify -run '^$' -bench RoundOverhead -benchtime 50x
@@ -39,8 +54,7 @@
 // not the auditor). Before sandboxd ran the auditor's commands in parallel
 // the sandbox round took 2.1× the bare 1.0 s.
 //
-// It imports bus, bus/catalog, component, internal/llm and internal/domain
-// only; it
-// meets the agent and sandboxd on the stream (its tests run a real sandboxd
+// It imports bus, bus/catalog, component, internal/llm (and llmbus, for
+// the model settings) and internal/domain only; it meets the agent and sandboxd on the stream (its tests run a real sandboxd
 // in the test process).
 package deepverify

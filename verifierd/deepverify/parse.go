@@ -1,14 +1,13 @@
 package deepverify
 
 import (
-	"github.com/vera-run/vera/internal/llm"
-
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
 )
 
 // Limits the auditor enforces whatever the model says.
@@ -45,6 +44,30 @@ type Judgement struct {
 	Score        int      `json:"score"`
 	Instructions []string `json:"instructions"`
 }
+
+// The reply schemas the auditor's calls request (response_format
+// json_schema), each derived from the type its parser decodes into
+// (llm.ReplySchema): every member required, none other allowed, which is
+// OpenAI's strict mode (Strict is set, so that OpenAI enforces the schema;
+// the other servers constrain the output whatever strict says). A required
+// member costs the parsers nothing: an empty list, an empty string (a check
+// step's verdict "" means "run the command") and load_bearing are what they
+// read anyway. A server that refuses the schema is called again without it
+// (Request.Optional), and a server that ignores it is read as before: the
+// parsers take the object out of whatever surrounds it.
+var (
+	decompositionSchema = llm.JSONSchema{Name: "vera_audit_decomposition", Strict: true,
+		Schema: llm.MustReplySchema(Decomposition{}, map[string][]any{"likely_errors.class": errorClasses})}
+	checkStepSchema = llm.JSONSchema{Name: "vera_audit_check_step", Strict: true,
+		Schema: llm.MustReplySchema(CheckStep{}, map[string][]any{"verdict": {"", string(catalog.CheckYes), string(catalog.CheckNo), string(catalog.CheckUnknown)}})}
+	judgementSchema = llm.JSONSchema{Name: "vera_audit_judgement", Strict: true,
+		Schema: llm.MustReplySchema(Judgement{}, map[string][]any{"score": {1, 2, 3, 4}})}
+)
+
+// errorClasses are the failure classes a decomposition may name
+// (catalog.ErrorClass).
+var errorClasses = []any{string(catalog.ErrorFindingSources), string(catalog.ErrorReasoning),
+	string(catalog.ErrorProblemUnderstanding), string(catalog.ErrorAction), string(catalog.ErrorStepBudget)}
 
 // ParseDecomposition parses and normalises a decomposition reply: unknown
 // failure classes are dropped, at most MaxChecks checks are kept.

@@ -42,6 +42,12 @@ const JudgeAttempts = 2
 //     "hybrid", decided_by "llm", its reason): it may find 1, 2, or 0 when
 //     it sees a repetition that the comparison by form missed, in which
 //     case action_eval is 0 too.
+//   - Every call, the retry included, requests response_format
+//     json_schema with judgeSchema (vera_logic_judge: the JudgeReply
+//     object, strict), as an optional feature: a server that refuses it is
+//     called again without it (the model I/O events record the schema sent
+//     and the drop), and a reply that ignores it is read as before
+//     (ParseJudgeReply).
 //   - A reply that cannot be used is answered once with what was wrong and
 //     a request for the JSON object alone; an error of the call is retried
 //     once. If both attempts fail the logic verdict stands, with
@@ -62,6 +68,11 @@ type Hybrid struct {
 	Temperature float64
 	// MaxTokens bounds the reply; 0 leaves it to the server.
 	MaxTokens int
+	// Sampling holds the other sampling and server options sent with every
+	// call (top_p, seed, stop, extra_body; llmbus.Sampling of the judge's
+	// model settings gives them). Its Temperature and MaxTokens, when set,
+	// take precedence over the two fields above.
+	Sampling llm.Sampling
 	// Logger reports judge failures; nil uses slog.Default().
 	Logger *slog.Logger
 }
@@ -226,9 +237,16 @@ func (h *Hybrid) decide(ctx context.Context, v Verdict, c judgeCase, base llm.Re
 		req := base
 		req.Model = h.Model
 		req.Messages = msgs
-		t := h.Temperature
-		req.Temperature = &t
-		req.MaxTokens = h.MaxTokens
+		req.Sampling = h.Sampling
+		if req.Temperature == nil {
+			t := h.Temperature
+			req.Temperature = &t
+		}
+		if req.MaxTokens == 0 {
+			req.MaxTokens = h.MaxTokens
+		}
+		schema := judgeSchema
+		req.ResponseFormat, req.Optional = &schema, true
 		if base.CallID != "" {
 			req.CallID = base.CallID + "-" + strconv.Itoa(attempt)
 		}
@@ -286,6 +304,20 @@ type JudgeReply struct {
 	ActionEval   int    `json:"action_eval"`
 	Reason       string `json:"reason"`
 }
+
+// judgeSchema is the reply schema of the judge's calls, derived from
+// JudgeReply (llm.ReplySchema): thinking_eval 0, 1 or 2, action_eval 0 or
+// 1, then the reason. It is strict (every member required, none other
+// allowed: OpenAI's strict mode, so that OpenAI enforces it as the local
+// servers do whatever strict says); ParseJudgeReply needs thinking_eval and
+// the reason and checks action_eval when given, so requiring it costs
+// nothing. The rubric's link between the two scores (0 with 0, 1 or 2 with
+// 1) is beyond this schema dialect: ParseJudgeReply checks it.
+var judgeSchema = llm.JSONSchema{Name: "vera_logic_judge", Strict: true,
+	Schema: llm.MustReplySchema(JudgeReply{}, map[string][]any{
+		"thinking_eval": {ScoreRepeated, ScoreDifferent, ScoreAware},
+		"action_eval":   {ActionRepeated, ActionAvoided},
+	})}
 
 // ErrJudgeReply is wrapped by the errors of ParseJudgeReply.
 var ErrJudgeReply = errors.New("unusable judge reply")

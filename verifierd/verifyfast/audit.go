@@ -22,6 +22,12 @@ import (
 // reading of the spec, where the run model performs Phase 1 and the verify
 // model the checks.
 //
+// Every call requests response_format json_schema with the schema of its
+// phase's reply (PhaseSchema: vera_verifyfast_decomposition, or
+// vera_verifyfast_findings for Phases 2 and 3), re-asks included, as an
+// optional feature: a server that refuses it is called again without it
+// (llm.Response.Dropped; the model I/O events record both).
+//
 // Model replies must be one JSON object (see the prompts); code fences,
 // prose around it, <think> blocks and trailing commas are tolerated
 // (llm.ExtractJSONObject). A reply that still cannot be used — invalid JSON, a
@@ -39,10 +45,11 @@ type Auditor struct {
 	// MaxRepairs is how many times a phase asks again after an unusable
 	// reply: 0 means the default, 1; a negative value never asks again.
 	MaxRepairs int
-	// Temperature and MaxTokens go into every request (nil / 0: the
-	// server's defaults); settings.yaml's defaults in a batch.
-	Temperature *float64
-	MaxTokens   int
+	// Sampling goes into every request (zero values: the server's
+	// defaults): settings.yaml's defaults (Generation.Sampling) in a
+	// batch; in Live, those with the run's verifyfast.model settings over
+	// them.
+	Sampling llm.Sampling
 	// DecomposeWithRun makes Phase 1 call Run with RunModel.
 	DecomposeWithRun bool
 	// Annotate, when set, is called with every request just before it is
@@ -226,15 +233,21 @@ func (a *Auditor) runPhase(ctx context.Context, p Phase, c llm.Completer, model 
 	start := time.Now()
 	defer func() { tr.Duration = time.Since(start) }() // tr is the named result
 	attempts := 1 + a.repairs()
+	schema, ok := PhaseSchema(p)
+	if !ok {
+		return tr, fmt.Errorf("verifyfast: unknown phase %d", int(p))
+	}
 	var last error
 	for i := 1; i <= attempts; i++ {
 		req := llm.Request{
-			Model:    model,
-			Messages: msgs,
-			Sampling: llm.Sampling{Temperature: a.Temperature, MaxTokens: a.MaxTokens},
-			Scope:    "verifyfast",
-			Purpose:  purposeOf(p),
-			Round:    i,
+			Model:          model,
+			Messages:       msgs,
+			Sampling:       a.Sampling,
+			ResponseFormat: &schema,
+			Optional:       true,
+			Scope:          "verifyfast",
+			Purpose:        purposeOf(p),
+			Round:          i,
 		}
 		if a.Annotate != nil {
 			a.Annotate(&req, p, i)

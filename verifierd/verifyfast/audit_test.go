@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
@@ -17,8 +18,7 @@ func testAuditor(url string) *Auditor {
 		VerifyModel: qwenModel,
 		Strategy:    DefaultStrategy().ForProfile("cross-verify"),
 		Profile:     "cross-verify",
-		Temperature: &temp,
-		MaxTokens:   500,
+		Sampling:    llm.Sampling{Temperature: &temp, MaxTokens: 500},
 	}
 }
 
@@ -76,6 +76,9 @@ func TestAuditRepairedOnSecondAsk(t *testing.T) {
 	}
 	if !strings.Contains(repair.Messages[0].Text, "TASK: LOGIC_CHECK") {
 		t.Errorf("re-ask is not the logic check's")
+	}
+	if !strings.Contains(string(repair.ResponseFormat), `"name":"vera_verifyfast_findings"`) {
+		t.Errorf("re-ask response_format %s", repair.ResponseFormat)
 	}
 
 	aud, err := a.Audit(context.Background(), auditItem.ContextInput, auditItem.ModelOutput)

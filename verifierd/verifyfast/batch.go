@@ -212,7 +212,6 @@ func RunBatch(ctx context.Context, cfg BatchConfig) (BatchStats, error) {
 		completers[name] = c
 		return c, nil
 	}
-	temperature := cfg.Settings.Defaults.Temperature
 	auditors := make([]*Auditor, len(profiles))
 	for i, p := range profiles {
 		a := &Auditor{
@@ -221,8 +220,7 @@ func RunBatch(ctx context.Context, cfg BatchConfig) (BatchStats, error) {
 			Strategy:         cfg.Strategy.ForProfile(p.Name),
 			Profile:          p.Name,
 			MaxRepairs:       cfg.MaxRepairs,
-			Temperature:      &temperature,
-			MaxTokens:        cfg.Settings.Defaults.MaxTokens,
+			Sampling:         cfg.Settings.Defaults.Sampling(),
 			DecomposeWithRun: cfg.DecomposeWithRun,
 		}
 		if a.Verify, err = wrap(p.Verify); err != nil {

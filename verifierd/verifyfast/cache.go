@@ -70,16 +70,24 @@ func (c *Cache) Dir() string { return c.dir }
 
 // CacheKey returns the hex SHA-256 identifying a request: model, every
 // message (role and content, in order), temperature (nil and a value
-// differ) and max_tokens. The bookkeeping fields of llm.Request (RunID,
-// Scope, Purpose, CallID, …) are not part of it.
+// differ), max_tokens, and, when set, top_p, seed, stop, extra_body and
+// the response format (name, strictness and schema). The bookkeeping
+// fields of llm.Request (RunID, Scope, Purpose, CallID, …) are not part of
+// it. A request without the later options has the key it had before they
+// existed.
 func CacheKey(req llm.Request) string {
 	k := struct {
-		V           string        `json:"v"`
-		Model       string        `json:"model"`
-		Messages    []llm.Message `json:"messages"`
-		Temperature *float64      `json:"temperature"`
-		MaxTokens   int           `json:"max_tokens"`
-	}{cacheVersion, req.Model, req.Messages, req.Temperature, req.MaxTokens}
+		V           string          `json:"v"`
+		Model       string          `json:"model"`
+		Messages    []llm.Message   `json:"messages"`
+		Temperature *float64        `json:"temperature"`
+		MaxTokens   int             `json:"max_tokens"`
+		TopP        *float64        `json:"top_p,omitempty"`
+		Seed        *int64          `json:"seed,omitempty"`
+		Stop        []string        `json:"stop,omitempty"`
+		ExtraBody   map[string]any  `json:"extra_body,omitempty"`
+		Format      *llm.JSONSchema `json:"response_format,omitempty"`
+	}{cacheVersion, req.Model, req.Messages, req.Temperature, req.MaxTokens, req.TopP, req.Seed, req.Stop, req.ExtraBody, req.ResponseFormat}
 	if k.Messages == nil {
 		k.Messages = []llm.Message{}
 	}

@@ -2,6 +2,9 @@ package verifyfast
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -28,7 +31,26 @@ func TestCacheKey(t *testing.T) {
 	if CacheKey(same) != k {
 		t.Error("bookkeeping fields or the temperature pointer changed the key")
 	}
+	// The key of a request without the later options is the one it had
+	// before they existed (caches written then stay valid).
+	old, _ := json.Marshal(struct {
+		V           string        `json:"v"`
+		Model       string        `json:"model"`
+		Messages    []llm.Message `json:"messages"`
+		Temperature *float64      `json:"temperature"`
+		MaxTokens   int           `json:"max_tokens"`
+	}{cacheVersion, base.Model, base.Messages, base.Temperature, base.MaxTokens})
+	if sum := sha256.Sum256(old); hex.EncodeToString(sum[:]) != k {
+		t.Error("the key of a request without the later options changed")
+	}
+	topP, seed := 0.9, int64(1)
 	variants := []func(*llm.Request){
+		func(r *llm.Request) { r.TopP = &topP },
+		func(r *llm.Request) { r.Seed = &seed },
+		func(r *llm.Request) { r.Stop = []string{"x"} },
+		func(r *llm.Request) { r.ExtraBody = map[string]any{"a": 1} },
+		func(r *llm.Request) { s := findingsSchema; r.ResponseFormat = &s },
+		func(r *llm.Request) { s := decompositionSchema; r.ResponseFormat = &s },
 		func(r *llm.Request) { r.Model = "n" },
 		func(r *llm.Request) { r.Temperature = &t2 },
 		func(r *llm.Request) { r.Temperature = nil },

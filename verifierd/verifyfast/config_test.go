@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,7 @@ func TestDefaultsLoad(t *testing.T) {
 	if got := s.ProfileNames(); strings.Join(got, ",") != "kimi-full,cross-verify" {
 		t.Errorf("profiles = %v", got)
 	}
-	if s.Defaults != (Generation{MaxTokens: 4000, Temperature: 0.1}) {
+	if !reflect.DeepEqual(s.Defaults, Generation{MaxTokens: 4000, Temperature: 0.1}) {
 		t.Errorf("defaults = %+v", s.Defaults)
 	}
 	kimi := s.LLMs["kimi-k2"]
@@ -92,7 +93,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Defaults != (Generation{MaxTokens: DefaultMaxTokens, Temperature: DefaultTemperature}) {
+	if !reflect.DeepEqual(s.Defaults, Generation{MaxTokens: DefaultMaxTokens, Temperature: DefaultTemperature}) {
 		t.Errorf("defaults = %+v", s.Defaults)
 	}
 	if l := s.LLMs["local"]; l.APIKeyEnv != "" || l.APIKey() != "" {
@@ -104,6 +105,32 @@ profiles:
 	ps, err := s.SelectProfiles(nil)
 	if err != nil || len(ps) != 1 || ps[0].Name != "solo" {
 		t.Errorf("SelectProfiles(nil) = %v, %v", ps, err)
+	}
+}
+
+func TestSettingsSamplingOptions(t *testing.T) {
+	s, err := ParseSettings("settings.yaml", []byte(`
+defaults:
+  temperature: 0.3
+  top_p: 0.95
+  seed: 42
+  extra_body:
+    chat_template_kwargs: {enable_thinking: false}
+llms:
+  local: {base_url: http://localhost:8080/v1, model: m}
+profiles:
+  solo: {run: local, verify: local}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := s.Defaults.Sampling()
+	if *sm.Temperature != 0.3 || sm.MaxTokens != DefaultMaxTokens || *sm.TopP != 0.95 || *sm.Seed != 42 ||
+		!reflect.DeepEqual(sm.ExtraBody, map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": false}}) {
+		t.Errorf("sampling = %+v", sm)
+	}
+	if sm := (Generation{Temperature: 0.1, MaxTokens: 10}).Sampling(); sm.TopP != nil || sm.Seed != nil || sm.ExtraBody != nil {
+		t.Errorf("unset options are sent: %+v", sm)
 	}
 }
 
@@ -174,6 +201,23 @@ profiles:
 				`settings.yaml:2: defaults.max_tokens: expected an integer, got string "lots"`,
 				`settings.yaml:3: defaults.temperature: expected a number, got a list`,
 				`settings.yaml:7: llms.m.model: expected a string, got number 3.5 (quote it if it is meant as text)`,
+			},
+		},
+		{
+			name: "bad sampling options",
+			yaml: `defaults:
+  top_p: 0
+  seed: x
+  extra_body: {model: other}
+llms:
+  m: {base_url: http://h/v1, model: m}
+profiles:
+  p: {run: m, verify: m}
+`,
+			want: []string{
+				`settings.yaml:2: defaults.top_p: must be more than 0 and at most 1, got 0`,
+				`settings.yaml:3: defaults.seed: expected an integer, got string "x"`,
+				`settings.yaml:4: defaults.extra_body: extra_body sets "model", which VERA sets itself`,
 			},
 		},
 		{

@@ -26,7 +26,10 @@
 // LoadItems), reading results JSONL (ReadResults) and the report.
 //
 // The model phases: Auditor runs Phases 1–3 through an llm.Completer with
-// the embedded prompt templates (Prompts, PhaseMessages), parses replies
+// the embedded prompt templates (Prompts, PhaseMessages), requests each
+// phase's reply schema (PhaseSchema; dropped when the server refuses
+// response_format) with the sampling options of settings.yaml (Generation),
+// parses replies
 // tolerantly (llm.ExtractJSONObject, ParseDecomposition, ParseFindings), asks
 // again once with the reason when a reply is unusable, and scores with
 // Score; AuditItem turns that into a Result, failed (never guessed) when a

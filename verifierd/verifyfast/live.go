@@ -12,6 +12,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
 )
 
 // Defaults of Live.
@@ -132,8 +133,11 @@ func ScoredEventID(runID, answerEventID string) string {
 // the model events are caused by it) and a CallID derived from the answer
 // event, the delivery, the phase and the ask: call-verifyfast-<answer
 // event id>-p2, -p2-ask2 for the re-ask, -d2-p2 on the second delivery.
-// Temperature and max_tokens are Config.Settings' Defaults, or the spec's
-// 0.1 and 4000. The profile resolves Config.Strategy
+// The sampling options are Config.Settings' Defaults (temperature,
+// max_tokens, top_p, seed, extra_body), or the spec's 0.1 and 4000; when
+// the run names its own VerifyFast model (verifyfast.model), the sampling
+// settings it sets replace those. Every call requests its phase's JSON
+// Schema (see Auditor). The profile resolves Config.Strategy
 // (Strategy.ForProfile); an empty profile uses the strategy's defaults.
 //
 // # Events and idempotency
@@ -407,19 +411,22 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 		defer c.Close()
 	}
 
-	temp, maxTokens := DefaultTemperature, DefaultMaxTokens
+	gen := Generation{Temperature: DefaultTemperature, MaxTokens: DefaultMaxTokens}
 	if l.cfg.Settings != nil {
-		temp, maxTokens = l.cfg.Settings.Defaults.Temperature, l.cfg.Settings.Defaults.MaxTokens
+		gen = l.cfg.Settings.Defaults
+	}
+	sampling := gen.Sampling()
+	if modelFrom == modelFromRun {
+		sampling = overlaySampling(sampling, llmbus.Sampling(mc))
 	}
 	calls := &callIDs{last: map[Phase]string{}}
 	aud := &Auditor{
 		Run: comp, Verify: comp,
 		RunModel: mc.Name, VerifyModel: mc.Name,
-		Strategy:    l.cfg.Strategy.ForProfile(profile),
-		Profile:     profile,
-		MaxRepairs:  l.cfg.MaxRepairs,
-		Temperature: &temp,
-		MaxTokens:   maxTokens,
+		Strategy:   l.cfg.Strategy.ForProfile(profile),
+		Profile:    profile,
+		MaxRepairs: l.cfg.MaxRepairs,
+		Sampling:   sampling,
 		Annotate: func(req *llm.Request, p Phase, ask int) {
 			req.RunID, req.CauseID = runID, aid
 			req.Step, req.Round = ans.step, ans.round
@@ -633,11 +640,39 @@ func (l *Live) publish(ctx context.Context, cause bus.Event, p bus.Payload, purp
 	return nil
 }
 
+// modelFromRun is where modelFor says a run's own VerifyFast model came
+// from.
+const modelFromRun = "verifyfast.model"
+
+// overlaySampling returns base with the options that over sets replacing
+// its own.
+func overlaySampling(base, over llm.Sampling) llm.Sampling {
+	if over.Temperature != nil {
+		base.Temperature = over.Temperature
+	}
+	if over.TopP != nil {
+		base.TopP = over.TopP
+	}
+	if over.MaxTokens > 0 {
+		base.MaxTokens = over.MaxTokens
+	}
+	if over.Seed != nil {
+		base.Seed = over.Seed
+	}
+	if len(over.Stop) > 0 {
+		base.Stop = over.Stop
+	}
+	if len(over.ExtraBody) > 0 {
+		base.ExtraBody = over.ExtraBody
+	}
+	return base
+}
+
 // modelFor picks the verification model of a run and says where it came
 // from.
 func (l *Live) modelFor(cfg *catalog.RunConfig, log *slog.Logger) (catalog.ModelConfig, string) {
 	if m := cfg.VerifyFast.Model; m != nil {
-		return *m, "verifyfast.model"
+		return *m, modelFromRun
 	}
 	if name := cfg.VerifyFast.Profile; name != "" {
 		if l.cfg.Settings != nil {

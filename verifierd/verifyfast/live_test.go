@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -697,6 +698,52 @@ func TestLiveUsesTheProfileModel(t *testing.T) {
 		if ph.Profile != "cross-verify" {
 			t.Errorf("phase %d profile %q", ph.Phase, ph.Profile)
 		}
+	}
+}
+
+// The run's own VerifyFast model settings replace settings.yaml's
+// defaults option by option; every call requests its phase's schema and
+// the model I/O events record it.
+func TestLiveSamplingAndStructuredOutputs(t *testing.T) {
+	e := newLiveEnv(t)
+	lc := e.live()
+	lc.Settings = testSettings(t, e.srv.URL())
+	topP := 0.5
+	lc.Settings.Defaults.TopP = &topP
+	lc.Settings.Defaults.ExtraBody = map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": false}}
+	e.start(lc)
+	cfg := e.config(true)
+	temp, seed := 0.4, int64(9)
+	cfg.VerifyFast.Model.Temperature, cfg.VerifyFast.Model.Seed = &temp, &seed
+	ans, _ := e.publishAuditedRun("run-a", cfg, liveAnswer)
+	e.waitScored("run-a", ans.ID)
+	reqs := e.srv.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Temperature == nil || *r.Temperature != temp || r.MaxTokens == nil || *r.MaxTokens != 1000 || r.TopP == nil || *r.TopP != topP ||
+			r.Seed == nil || *r.Seed != seed || string(r.Members["chat_template_kwargs"]) != `{"enable_thinking":false}` {
+			t.Errorf("temperature %v max_tokens %v top_p %v seed %v kwargs %s", r.Temperature, r.MaxTokens, r.TopP, r.Seed, r.Members["chat_template_kwargs"])
+		}
+		if name, strict, _ := sentSchema(t, r.ResponseFormat); name != wantFormat(t, r).Name || !strict {
+			t.Errorf("response_format %s strict %v", name, strict)
+		}
+	}
+	formats := map[string]string{}
+	for _, ev := range e.events("run-a", catalog.TypeModelRequested) {
+		var d catalog.ModelRequested
+		if err := ev.DecodeData(&d); err != nil {
+			t.Fatal(err)
+		}
+		formats[d.Purpose] = d.ResponseFormat
+		if d.Params.TopP == nil || *d.Params.TopP != topP || d.Params.Seed == nil || *d.Params.Seed != seed {
+			t.Errorf("%s: recorded params %+v", d.Purpose, d.Params)
+		}
+	}
+	want := map[string]string{"decompose_facts": decompositionSchema.Name, "fact_check": findingsSchema.Name, "logic_check": findingsSchema.Name}
+	if !reflect.DeepEqual(formats, want) {
+		t.Errorf("recorded response formats %v, want %v", formats, want)
 	}
 }
 

@@ -1,14 +1,63 @@
 package verifyfast
 
 import (
-	"github.com/vera-run/vera/internal/llm"
-
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/vera-run/vera/internal/llm"
 )
+
+// decompositionReply is what ParseDecomposition decodes a Phase 1 reply
+// into.
+type decompositionReply struct {
+	Facts  *[]string `json:"facts"`
+	Chains *[]string `json:"chains"`
+}
+
+// findingsReply is what ParseFindings decodes a Phase 2 or 3 reply into.
+type findingsReply struct {
+	Findings *[]findingReply `json:"findings"`
+}
+
+type findingReply struct {
+	Claim    string  `json:"claim"`
+	Level    string  `json:"level"`
+	Severity *string `json:"severity"`
+	Quote    string  `json:"quote"`
+	Reason   string  `json:"reason"`
+}
+
+// The reply schemas of the phases (response_format json_schema), derived
+// from the types the parsers decode into (llm.ReplySchema), members in the
+// order of the prompts' schema. They are strict (OpenAI's strict mode:
+// every member required, none other allowed), so that OpenAI enforces them
+// as the local servers do whatever strict says; requiring "chains" and a
+// severity costs the parsers nothing ([] and "none" are what they read
+// for none). A server that refuses response_format is called again without
+// it (the request is Optional); one that ignores it is read as before.
+var (
+	decompositionSchema = llm.JSONSchema{Name: "vera_verifyfast_decomposition", Strict: true,
+		Schema: llm.MustReplySchema(decompositionReply{}, nil)}
+	findingsSchema = llm.JSONSchema{Name: "vera_verifyfast_findings", Strict: true,
+		Schema: llm.MustReplySchema(findingsReply{}, map[string][]any{
+			"findings.level":    {string(LevelContradiction), string(LevelUnsupported), string(LevelReasonableInference)},
+			"findings.severity": {string(SeverityHigh), string(SeverityLow), "none"},
+		})}
+)
+
+// PhaseSchema returns the reply schema a phase's calls request.
+func PhaseSchema(p Phase) (llm.JSONSchema, bool) {
+	switch p {
+	case PhaseDecompose:
+		return decompositionSchema, true
+	case PhaseFactCheck, PhaseLogicCheck:
+		return findingsSchema, true
+	}
+	return llm.JSONSchema{}, false
+}
 
 // decodeObject extracts the JSON object of a reply and decodes it into v.
 func decodeObject(reply string, v any) error {
@@ -27,10 +76,7 @@ func decodeObject(reply string, v any) error {
 // {"facts": [...], "chains": [...]}, facts required, at most MaxFacts, no
 // entry blank. A missing "chains" is taken as none.
 func ParseDecomposition(reply string) (Decomposition, error) {
-	var raw struct {
-		Facts  *[]string `json:"facts"`
-		Chains *[]string `json:"chains"`
-	}
+	var raw decompositionReply
 	if err := decodeObject(reply, &raw); err != nil {
 		return Decomposition{}, err
 	}
@@ -62,15 +108,7 @@ func trimAll(ss []string) []string {
 // Finding.Validate (an error needs high or low and a quote). All problems
 // are reported together, each naming its finding.
 func ParseFindings(reply string, kind Kind) ([]Finding, error) {
-	var raw struct {
-		Findings *[]struct {
-			Claim    string  `json:"claim"`
-			Level    string  `json:"level"`
-			Severity *string `json:"severity"`
-			Quote    string  `json:"quote"`
-			Reason   string  `json:"reason"`
-		} `json:"findings"`
-	}
+	var raw findingsReply
 	if err := decodeObject(reply, &raw); err != nil {
 		return nil, err
 	}

@@ -1,18 +1,39 @@
 package verifyfast
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
 )
 
-// Generation holds the model call defaults of settings.yaml.
+// Generation holds the model call defaults of settings.yaml: sent with
+// every call of the audit phases.
 type Generation struct {
 	MaxTokens   int     `json:"max_tokens"`
 	Temperature float64 `json:"temperature"`
+	// TopP and Seed are sent when set (nil: the server's default).
+	TopP *float64 `json:"top_p,omitempty"`
+	Seed *int64   `json:"seed,omitempty"`
+	// ExtraBody members are merged into every request body as given, for
+	// server-specific options such as
+	// {"chat_template_kwargs": {"enable_thinking": false}}; the members
+	// VERA sets itself (model, messages, response_format, …) are refused.
+	ExtraBody map[string]any `json:"extra_body,omitempty"`
+}
+
+// Sampling returns the request options of g.
+func (g Generation) Sampling() llm.Sampling {
+	t := g.Temperature
+	return llm.Sampling{Temperature: &t, MaxTokens: g.MaxTokens, TopP: g.TopP, Seed: g.Seed, ExtraBody: g.ExtraBody}
 }
 
 // The generation defaults used when settings.yaml leaves them out (the
@@ -55,6 +76,10 @@ type Profile struct {
 //	defaults:            # optional; these are the built-in values
 //	  max_tokens: 4000
 //	  temperature: 0.1
+//	  top_p: 0.95        # optional, more than 0 and at most 1; not sent when absent
+//	  seed: 42           # optional; not sent when absent
+//	  extra_body:        # optional, merged into every request body
+//	    chat_template_kwargs: {enable_thinking: false}
 //	llms:                # required, at least one
 //	  kimi-k2:
 //	    base_url: "http://127.0.0.1:1234/v1"   # required, http(s)
@@ -154,6 +179,40 @@ func ParseSettings(file string, data []byte) (*Settings, error) {
 						}
 						s.Defaults.Temperature = v
 					}
+				}},
+				{name: "top_p", decode: func(e entry) {
+					if v, ok := d.float(e); ok {
+						if v <= 0 || v > 1 {
+							d.failf(e.val.Line, e.path, "must be more than 0 and at most 1, got %v", v)
+						}
+						s.Defaults.TopP = &v
+					}
+				}},
+				{name: "seed", decode: func(e entry) {
+					if v, ok := d.int(e); ok {
+						seed := int64(v)
+						s.Defaults.Seed = &seed
+					}
+				}},
+				{name: "extra_body", decode: func(e entry) {
+					if e.val.Kind != yaml.MappingNode {
+						d.failf(e.val.Line, e.path, "expected a mapping of request members, got %s", describe(e.val))
+						return
+					}
+					var m map[string]any
+					if err := e.val.Decode(&m); err != nil {
+						d.failf(e.val.Line, e.path, "%v", err)
+						return
+					}
+					if err := (catalog.ModelConfig{ExtraBody: m}).ValidateSampling(); err != nil {
+						d.failf(e.val.Line, e.path, "%v", err)
+						return
+					}
+					if _, err := json.Marshal(m); err != nil {
+						d.failf(e.val.Line, e.path, "not representable as JSON: %v", err)
+						return
+					}
+					s.Defaults.ExtraBody = m
 				}},
 			}, nil)
 		}},
