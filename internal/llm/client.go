@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -59,6 +60,12 @@ type Client struct {
 	rec        Recorder
 	newCallID  func() string
 	ownedHTTP  *http.Client // the HTTP client New made, closed by Close
+
+	// refusedMu guards refused: per model name, the optional features the
+	// server refused once; an Optional request no longer sends them, so
+	// that a refusal costs one extra request per client, not one per call.
+	refusedMu sync.Mutex
+	refused   map[string]dropped
 }
 
 var _ Completer = (*Client)(nil)
@@ -210,6 +217,9 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		model = c.model
 	}
 	var drop dropped
+	if req.Optional {
+		drop = c.knownRefusals(model)
+	}
 	params, err := c.params(req, model, drop)
 	if err != nil {
 		return Response{}, err
@@ -268,6 +278,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 			c.log.Warn("model call: the server refused a request feature; sending it again without", "call_id", callID, "model", model,
 				"base_url", c.shownURL, "dropped", strings.Join(next.names(), ","), "err", out.err.Error())
 			drop, extra = next, extra+1
+			c.rememberRefusals(model, drop)
 			if params, err = c.params(req, model, drop); err != nil {
 				return out.resp, err
 			}
@@ -291,6 +302,24 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 			return out.resp, fmt.Errorf("llm: model call %s cancelled while waiting to retry (last error: %v): %w", callID, out.err, err)
 		}
 	}
+}
+
+// knownRefusals returns the features the server refused before for model.
+func (c *Client) knownRefusals(model string) dropped {
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	return c.refused[model]
+}
+
+// rememberRefusals notes the features the server refused for model.
+func (c *Client) rememberRefusals(model string, d dropped) {
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	if c.refused == nil {
+		c.refused = map[string]dropped{}
+	}
+	old := c.refused[model]
+	c.refused[model] = dropped{tools: old.tools || d.tools, format: old.format || d.format}
 }
 
 // dropped says which optional request features a call no longer sends.

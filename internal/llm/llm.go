@@ -91,7 +91,9 @@ type Request struct {
 	// Optional lets the client drop Tools and ResponseFormat when the
 	// server refuses them (an HTTP 400, 404, 422 or 501 naming them, or a
 	// 400 when they were the only extra): the attempt is sent again
-	// without them, and Response.Dropped says so. Without Optional such a
+	// without them, and Response.Dropped says so. The client remembers a
+	// refusal per model name: later Optional calls do not send the feature
+	// at all (and still list it in Dropped). Without Optional such a
 	// refusal is the call's error.
 	Optional bool
 

@@ -125,6 +125,19 @@ func TestResponseFormatRefusedIsDropped(t *testing.T) {
 	if err := json.Unmarshal(srv.Requests()[1].ResponseFormat, &rf); err != nil || rf["type"] != "json_schema" {
 		t.Fatalf("response_format sent: %s", srv.Requests()[1].ResponseFormat)
 	}
+	// The client remembers the refusal: the next call does not send it
+	// again, and still says it was dropped.
+	before := srv.Count()
+	resp, err = c.Complete(context.Background(), req)
+	if err != nil || srv.Count() != before+1 || len(resp.Dropped) != 1 || srv.Requests()[before].ResponseFormat != nil {
+		t.Fatalf("after a refusal: %d requests, %+v, %v", srv.Count()-before, resp, err)
+	}
+	// Another model on the same client is asked again.
+	req.Model = "other"
+	before = srv.Count()
+	if _, err := c.Complete(context.Background(), req); err != nil || srv.Count() != before+2 {
+		t.Fatalf("another model: %d requests, %v", srv.Count()-before, err)
+	}
 }
 
 func TestStringErrorBodyAndHTMLPage(t *testing.T) {
