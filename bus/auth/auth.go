@@ -37,6 +37,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/live"
 )
 
 // Role says what an identity may do.
@@ -112,6 +113,15 @@ var ComponentDurables = map[string][]string{
 	catalog.ComponentProjector:  {"projector-files", "projector-otel"},
 }
 
+// LivePublish names the live subjects (internal/live) each component may
+// publish: the agent the pieces of its step replies as they stream in.
+// Reading them needs no entry: every identity that may read a run's
+// events may subscribe to vera.>, the live pieces included, which hold
+// nothing the run's vera.model.responded will not.
+var LivePublish = map[string][]string{
+	catalog.ComponentAgent: {live.SubjectRoot + ".*." + live.ModelToken},
+}
+
 // The streams an identity may read.
 var readStreams = []string{bus.StreamName, bus.DeadLetterStream, "OBJ_" + bus.BlobBucket}
 
@@ -147,6 +157,9 @@ func PermissionsOf(id Identity) (*Permissions, error) {
 		for _, d := range ComponentDurables[id.Name] {
 			p.PublishAllow = append(p.PublishAllow, bus.DeadLetterSubject+"."+d+".*")
 		}
+		// Live pieces of the model replies it streams (core NATS,
+		// stored nowhere; see internal/live).
+		p.PublishAllow = append(p.PublishAllow, LivePublish[id.Name]...)
 		// Blobs: big model I/O and tool output (bus.PutBlob), and the
 		// purge of a half-written blob's chunks.
 		p.PublishAllow = append(p.PublishAllow,
