@@ -35,12 +35,14 @@ type runFlags struct {
 	task, taskFile      string
 	workDir, inputDir   string
 	model               catalog.ModelConfig
+	modelSettings       modelSettingsFlags
 	maxSteps            int
 	noNetwork           bool
 	toolTimeout         time.Duration
 	auditor             bool
 	auditorRounds       int
 	auditorModel        catalog.ModelConfig
+	auditorSettings     modelSettingsFlags
 	verifyFast          bool
 	verifyFastProfile   string
 	notesInterval       int
@@ -48,6 +50,7 @@ type runFlags struct {
 	failureEscalation   int
 	runID               string
 	jsonOut             bool
+	showReasoning       bool
 	dataDir, natsListen string
 	labels              map[string]string
 }
@@ -61,6 +64,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.model.BaseURL, "model-base-url", os.Getenv("VERA_MODEL_BASE_URL"), "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:1234 (/v1 is added) (env VERA_MODEL_BASE_URL)")
 	fl.StringVar(&f.model.Name, "model", os.Getenv("VERA_MODEL"), "model name (env VERA_MODEL)")
 	fl.StringVar(&f.model.APIKeyEnv, "api-key-env", os.Getenv("VERA_API_KEY_ENV"), "NAME of the environment variable holding the API key (the key is never put in events); empty = no key (env VERA_API_KEY_ENV)")
+	f.modelSettings.register(cmd, "", "the agent's model", true)
 	fl.IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of the agent; 0 = unlimited (env MAX_STEPS)")
 	fl.BoolVar(&f.noNetwork, "no-network", false, "cut the sandbox off the network (by default it can reach the web with curl/wget)")
 	fl.DurationVar(&f.toolTimeout, "command-timeout", 0, "timeout of one shell command of the agent (default 15m)")
@@ -68,6 +72,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.auditorRounds, "auditor-rounds", 0, "audit rounds allowed (default 3)")
 	fl.StringVar(&f.auditorModel.BaseURL, "auditor-model-base-url", "", "the auditor's model server (default: the agent's)")
 	fl.StringVar(&f.auditorModel.Name, "auditor-model", "", "the auditor's model (default: the agent's)")
+	f.auditorSettings.register(cmd, "auditor-", "the auditor's model (default: the agent's setting)", false)
 	fl.BoolVar(&f.verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
 	fl.StringVar(&f.verifyFastProfile, "verifyfast-profile", "", "VerifyFast profile (see vera verifyfast --help)")
 	fl.IntVar(&f.notesInterval, "notes-interval", envInt("NOTES_UPDATE_INTERVAL", 0), "steps between required notes appends (default 3) (env NOTES_UPDATE_INTERVAL)")
@@ -76,6 +81,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.runID, "run-id", "", "id of the new run (default: a fresh ULID)")
 	fl.StringToStringVar(&f.labels, "label", nil, "labels of the run for dashboards and tools, k=v (repeatable)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print every event of the run as one JSON line instead of the readable view")
+	fl.BoolVar(&f.showReasoning, "show-reasoning", false, "print each step's reasoning in full (by default its first line and how many more there are)")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "without --nats-url: where the embedded bus keeps its store, DIR/nats (env VERA_DATA_DIR)")
 	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "without --nats-url: address of the embedded NATS server (port 0 = a free one)")
 }
@@ -124,10 +130,14 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return catalog.RunConfig{}, fmt.Errorf("create the work dir: %w", err)
 	}
+	model := f.model
+	if err := f.modelSettings.apply(&model); err != nil {
+		return catalog.RunConfig{}, err
+	}
 	cfg := catalog.RunConfig{
 		Task:     task,
 		WorkDir:  work,
-		Model:    f.model,
+		Model:    model,
 		MaxSteps: f.maxSteps,
 		Sandbox:  catalog.SandboxConfig{Network: !f.noNetwork, ToolTimeoutMS: f.toolTimeout.Milliseconds()},
 		Policy: catalog.PolicyConfig{NotesInterval: f.notesInterval, StagnationLimit: f.stagnationLimit,
@@ -143,15 +153,22 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 		}
 		cfg.InputDir = in
 	}
+	if !f.auditor && (f.auditorSettings.any() || f.auditorModel.BaseURL != "" || f.auditorModel.Name != "") {
+		return catalog.RunConfig{}, errors.New("the --auditor-* settings need --auditor")
+	}
 	if f.auditor {
 		cfg.Auditor = catalog.AuditorConfig{Enabled: true, MaxRounds: f.auditorRounds}
-		if f.auditorModel.BaseURL != "" || f.auditorModel.Name != "" {
-			m := f.model
+		if f.auditorModel.BaseURL != "" || f.auditorModel.Name != "" || f.auditorSettings.any() {
+			// The agent's model and settings, with the auditor's own.
+			m := model
 			if f.auditorModel.BaseURL != "" {
 				m.BaseURL = f.auditorModel.BaseURL
 			}
 			if f.auditorModel.Name != "" {
 				m.Name = f.auditorModel.Name
+			}
+			if err := f.auditorSettings.apply(&m); err != nil {
+				return catalog.RunConfig{}, err
 			}
 			cfg.Auditor.Model = &m
 		}
