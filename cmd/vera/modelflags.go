@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -157,4 +160,39 @@ func parseExtraBody(s string) (map[string]any, error) {
 		return nil, errors.New("text after the JSON object")
 	}
 	return body, nil
+}
+
+// modelSettingsText lists the settings of mc that are not the defaults,
+// for `vera run`'s first lines ("" when all are).
+func modelSettingsText(mc catalog.ModelConfig) string {
+	var parts []string
+	if mc.ToolProtocol != "" {
+		parts = append(parts, "tool protocol "+string(mc.ToolProtocol))
+	}
+	if mc.Stream != nil && !*mc.Stream {
+		parts = append(parts, "no streaming")
+	}
+	if mc.IdleTimeoutMS > 0 {
+		parts = append(parts, "idle timeout "+(time.Duration(mc.IdleTimeoutMS)*time.Millisecond).String())
+	}
+	if mc.Temperature != nil {
+		parts = append(parts, fmt.Sprintf("temperature %g", *mc.Temperature))
+	}
+	if mc.TopP != nil {
+		parts = append(parts, fmt.Sprintf("top_p %g", *mc.TopP))
+	}
+	if mc.MaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("max_tokens %d", mc.MaxTokens))
+	}
+	if mc.Seed != nil {
+		parts = append(parts, fmt.Sprintf("seed %d", *mc.Seed))
+	}
+	if len(mc.Stop) > 0 {
+		parts = append(parts, fmt.Sprintf("%d stop sequences", len(mc.Stop)))
+	}
+	if len(mc.ExtraBody) > 0 {
+		keys := slices.Sorted(maps.Keys(mc.ExtraBody))
+		parts = append(parts, "extra_body "+strings.Join(keys, ", "))
+	}
+	return strings.Join(parts, " · ")
 }

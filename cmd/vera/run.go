@@ -16,6 +16,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/eventfmt"
+	"github.com/vera-run/vera/internal/live"
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
 )
@@ -322,11 +323,14 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	if !f.jsonOut {
 		fmt.Fprintf(w, "run %s submitted: %s\n", runID, oneLine(cfg.Task, 100))
 		fmt.Fprintf(w, "  work dir %s · model %s at %s · max steps %s\n", cfg.WorkDir, cfg.Model.Name, cfg.Model.BaseURL, stepsText(cfg.MaxSteps))
+		if set := modelSettingsText(cfg.Model); set != "" {
+			fmt.Fprintf(w, "  model settings: %s\n", set)
+		}
 		if external {
 			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, runID)
 		}
 	}
-	fin, err := followRun(ctx, b, runID, w, g.stderr, f.jsonOut, external, s)
+	fin, err := followRun(ctx, b, runID, w, g.stderr, followOptions{jsonOut: f.jsonOut, external: external, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)}, s)
 	if err == nil && !external {
 		// The run's files are written by the projector in this process:
 		// let it catch up before the components stop.
@@ -362,12 +366,31 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	}
 }
 
+// followOptions say how followRun prints a run.
+type followOptions struct {
+	jsonOut       bool // every event as a JSON line, no readable view
+	external      bool // the components run elsewhere (for the hint when none starts the run)
+	showReasoning bool // each step's reasoning whole
+	// statusLine draws the status line on errw (a terminal), with the
+	// live end of the agent's reply unless jsonOut.
+	statusLine bool
+}
+
 // followRun prints the run's events until it finishes (returns its
-// vera.run.finished) or is cancelled (returns nil).
-func followRun(ctx context.Context, b *bus.Bus, runID string, w, errw io.Writer, jsonOut, external bool, s *stack) (*catalog.RunFinished, error) {
+// vera.run.finished) or is cancelled (returns nil). On a terminal, the
+// status line shows the end of the agent's reply while it is generated
+// (its live pieces, internal/live).
+func followRun(ctx context.Context, b *bus.Bus, runID string, w, errw io.Writer, o followOptions, s *stack) (*catalog.RunFinished, error) {
+	jsonOut, external := o.jsonOut, o.external
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	view := &runPrinter{w: w, prog: newProgress(errw), start: time.Now(), blobs: b}
+	view := &runPrinter{w: w, prog: &progress{w: errw, on: o.statusLine}, start: time.Now(), blobs: b, showReasoning: o.showReasoning}
+	if !jsonOut && o.statusLine {
+		// Lossy by design: a piece missed only delays the line.
+		if sub, err := live.Subscribe(b.Conn(), runID, view.livePiece); err == nil {
+			defer func() { _ = sub.Unsubscribe() }()
+		}
+	}
 	if s != nil {
 		go func() {
 			select {
