@@ -47,6 +47,10 @@ type runPrinter struct {
 	liveStep      int
 	liveText      string // the end of the answer (and tool arguments) so far
 	liveReasoning string // the end of the reasoning so far
+	// recorded are the calls whose reply is recorded (the last ones): a
+	// piece of theirs that comes late is not shown again.
+	recorded     map[string]bool
+	recordedList []string
 	// reasoning of the agent's step replies, by step, until the step's
 	// line prints it.
 	reasoning map[int]string
@@ -68,8 +72,8 @@ func (p *runPrinter) livePiece(pc live.Piece) {
 		return
 	}
 	if pc.CallID != p.liveCall {
-		if pc.Done && pc.Content == "" && pc.Reasoning == "" && pc.ToolArgs == "" {
-			return // the end of a reply already recorded
+		if p.recorded[pc.CallID] {
+			return // a late piece of a reply already recorded
 		}
 		p.liveCall, p.liveStep, p.liveText, p.liveReasoning = pc.CallID, pc.Step, "", ""
 	}
@@ -79,6 +83,23 @@ func (p *runPrinter) livePiece(pc live.Piece) {
 	p.liveText = keepEnd(p.liveText+pc.Content+pc.ToolArgs, liveKeep)
 	p.liveReasoning = keepEnd(p.liveReasoning+pc.Reasoning, liveKeep)
 	p.statusLocked()
+}
+
+// markRecorded remembers that call's reply is recorded (the last 64
+// calls).
+func (p *runPrinter) markRecorded(call string) {
+	if p.recorded == nil {
+		p.recorded = map[string]bool{}
+	}
+	if p.recorded[call] {
+		return
+	}
+	p.recorded[call] = true
+	p.recordedList = append(p.recordedList, call)
+	if len(p.recordedList) > 64 {
+		delete(p.recorded, p.recordedList[0])
+		p.recordedList = p.recordedList[1:]
+	}
 }
 
 // keepEnd keeps the last n bytes of s, cut on a character boundary.
@@ -169,6 +190,7 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 		if d.CallID == p.liveCall {
 			p.liveCall = ""
 		}
+		p.markRecorded(d.CallID)
 		if d.Scope == catalog.ScopeAgent && d.Error == "" {
 			if r := p.reasoningOf(ctx, d); r != "" {
 				if p.reasoning == nil {

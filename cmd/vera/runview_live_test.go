@@ -98,6 +98,17 @@ func TestRunShowsTheReplyLiveAndItsReasoning(t *testing.T) {
 			d.CallID, d.Step = "call-1", 1
 			d.Reasoning = "Let me think about the release.\nThe date is on python.org.\nCheck it."
 		})
+		// A piece that comes after the reply is recorded is not shown.
+		waitFor(t, "the live line cleared", func() bool {
+			view := errOut.String()
+			return strings.HasSuffix(view, "\r\033[K") || !strings.Contains(view[strings.LastIndex(view, "\r\033[K"):], "▸")
+		})
+		lateSink := pub.Deltas(run, 1, "call-1")
+		lateSink(llm.Delta{Content: "LATE PIECE"})
+		time.Sleep(1500 * time.Millisecond) // the status line is redrawn every second
+		if strings.Contains(errOut.String(), "LATE PIECE") {
+			t.Fatalf("a late piece of a recorded reply was shown: %q", errOut.String())
+		}
 		publishExample(t, ctx, b, run, catalog.TypeAgentStep, func(d *catalog.AgentStep) { d.Step = 1 })
 		publishExample(t, ctx, b, run, catalog.TypeRunFinished, func(*catalog.RunFinished) {})
 		r := <-done

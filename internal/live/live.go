@@ -36,8 +36,9 @@
 // # The end of a reply
 //
 // The function [Publisher.Deltas] returns takes the llm.Delta pieces of
-// one call (llm.Request.OnDelta). A zero llm.Delta means the reply ended:
-// what is pending is published at once with Done set. A caller that never
+// one call (llm.Request.OnDelta). A zero llm.Delta, which the model
+// client never passes on, means the reply ended: what is pending is
+// published at once with Done set. A caller that never
 // sends it loses nothing but promptness: pending text is flushed within
 // the interval anyway, and viewers end a reply at its
 // vera.model.responded.
