@@ -13,6 +13,7 @@ import (
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/internal/live"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
@@ -253,4 +254,49 @@ func TestReplyNotesMissedPieces(t *testing.T) {
 	if !gap.Missed || !gap.Done || gap.Content != "abd" || gap.LastSeq != 4 {
 		t.Fatalf("gap: %+v", gap)
 	}
+}
+
+// Through the real model client streaming from the scripted server over
+// HTTP: what a viewer gathers from the live pieces is the reply the client
+// returns (the record), reasoning and tool call arguments included, in far
+// fewer messages than chunks.
+func TestPiecesOfARealStreamedReply(t *testing.T) {
+	_, b := bustest.New(t)
+	content := strings.Repeat("The release notes say 2.0 shipped on 2024-03-01. ", 40)
+	reasoning := strings.Repeat("Check the changelog first. ", 30)
+	srv := scriptedmodel.Start(t, scriptedmodel.WithFallback(scriptedmodel.Reply{
+		Content: content, Reasoning: reasoning, ReasoningField: "reasoning_content", StreamChunks: 300, ChunkDelay: time.Millisecond,
+		ToolCalls: []scriptedmodel.ToolCall{{Name: "shell", Arguments: `{"cmd":"curl -s https://example.org/changelog"}`}},
+	}))
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", Stream: true, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c := subscribe(t, b, "real")
+	pub := live.NewPublisher(b.Conn(), live.Options{Logger: bustest.Logger(t)})
+	defer pub.Close()
+	sink := pub.Deltas("real", 1, "call-1")
+	resp, err := client.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: "user", Content: "when?"}},
+		Tools: []llm.Tool{{Name: "shell", Parameters: map[string]any{"type": "object"}}}, OnDelta: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink(llm.Delta{})
+	ps := c.waitFor(t, 10*time.Second, done)
+	var r live.Reply
+	for _, p := range ps {
+		r.Add(p)
+	}
+	if r.Missed || r.Content != resp.Text || r.Reasoning != resp.Reasoning || len(resp.ToolCalls) != 1 || r.ToolArgs != resp.ToolCalls[0].Arguments ||
+		len(r.ToolNames) != 1 || r.ToolNames[0] != "shell" {
+		t.Fatalf("live reply differs from the record:\nlive %+v\nrecord %+v", r, resp)
+	}
+	if resp.Text != content || resp.Reasoning != reasoning {
+		t.Fatalf("the client's reply is not the scripted one: %+v", resp)
+	}
+	if len(ps) > 40 {
+		t.Fatalf("%d pieces for about 600 chunks: want them batched", len(ps))
+	}
+	t.Logf("%d bytes of reply and reasoning in %d live pieces", len(content)+len(reasoning), len(ps))
 }
