@@ -490,7 +490,8 @@ function modelRequested(run, d) {
 
 // ---- live pieces of a reply --------------------------------------------------
 
-const LIVE_KEEP = 20000; // characters of a growing reply kept on the page
+const LIVE_KEEP = 20000; // characters of a growing reply in the live box
+const LIVE_MAX = 500000; // characters of a growing reply shown in its call
 
 // onLive appends a piece of a reply being generated to its call (and to
 // the live box at the top of Model I/O). The pieces are lossy: the reply
@@ -518,8 +519,13 @@ function onLive(run, p) {
   lv.lastSeq = p.seq;
   const add = (pre, s) => {
     if (!s) return;
-    pre.append(document.createTextNode(s));
     lv.chars += s.length;
+    // A huge reply is shown whole once recorded; live, its start only.
+    if (lv.chars > LIVE_MAX) {
+      if (!lv.capped) { lv.capped = true; lv.text.append(document.createTextNode('\n… (the rest shows when the reply is recorded)')); }
+      return;
+    }
+    pre.append(document.createTextNode(s));
   };
   add(lv.reasoning, p.reasoning);
   add(lv.text, p.content);
