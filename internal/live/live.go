@@ -107,10 +107,6 @@ type Piece struct {
 	Done      bool   `json:"done,omitempty"`      // the reply ended
 }
 
-func (p *Piece) empty() bool {
-	return p.Content == "" && p.Reasoning == "" && p.ToolName == "" && p.ToolArgs == ""
-}
-
 // Options configure a Publisher.
 type Options struct {
 	Interval time.Duration // default DefaultInterval
@@ -151,7 +147,7 @@ func (p *Publisher) Deltas(runID string, step int, callID string) func(llm.Delta
 	if err != nil {
 		return nil
 	}
-	s := &callStream{p: p, subject: subj, pending: Piece{CallID: callID, Step: step}}
+	s := &callStream{p: p, subject: subj, callID: callID, step: step}
 	return s.add
 }
 
@@ -176,13 +172,16 @@ func (p *Publisher) publish(subject string, piece *Piece) {
 type callStream struct {
 	p       *Publisher
 	subject string
+	callID  string
+	step    int
 
-	mu      sync.Mutex
-	pending Piece // CallID and Step set; the text since the last publish
-	size    int
-	seq     int
-	timer   *time.Timer
-	done    bool
+	mu                          sync.Mutex
+	content, reasoning, toolArg strings.Builder // the text since the last publish
+	toolName                    string
+	size                        int
+	seq                         int
+	timer                       *time.Timer
+	done                        bool
 }
 
 func (s *callStream) add(d llm.Delta) {
@@ -193,25 +192,24 @@ func (s *callStream) add(d llm.Delta) {
 	}
 	if d == (llm.Delta{}) {
 		s.done = true
-		s.pending.Done = true
-		s.flushLocked()
+		s.flushLocked(true)
 		return
 	}
-	s.pending.Content += d.Content
-	s.pending.Reasoning += d.Reasoning
-	s.pending.ToolArgs += d.ToolArgs
-	if d.ToolName != "" {
-		if s.pending.ToolName != "" {
-			// A second tool call starts within one batch: publish the
-			// first's name with what came before.
-			s.flushLocked()
-		}
-		s.pending.ToolName = d.ToolName
+	if d.ToolName != "" && s.toolName != "" {
+		// A second tool call starts within one batch: publish the
+		// first's name with what came before.
+		s.flushLocked(false)
 	}
+	s.content.WriteString(d.Content)
+	s.reasoning.WriteString(d.Reasoning)
+	if d.ToolName != "" {
+		s.toolName = d.ToolName
+	}
+	s.toolArg.WriteString(d.ToolArgs)
 	s.size += len(d.Content) + len(d.Reasoning) + len(d.ToolArgs) + len(d.ToolName)
 	switch {
 	case s.size >= s.p.opts.MaxBytes:
-		s.flushLocked()
+		s.flushLocked(false)
 	case s.timer == nil:
 		s.timer = time.AfterFunc(s.p.opts.Interval, s.flushTimer)
 	}
@@ -221,25 +219,28 @@ func (s *callStream) flushTimer() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.timer = nil
-	if !s.pending.empty() {
-		s.flushLocked()
+	if s.size > 0 {
+		s.flushLocked(false)
 	}
 }
 
-// flushLocked publishes what is pending (with s.mu held).
-func (s *callStream) flushLocked() {
+// flushLocked publishes what is pending, and the end of the reply when
+// done (with s.mu held).
+func (s *callStream) flushLocked(done bool) {
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil
 	}
-	if s.pending.empty() && !s.pending.Done {
+	if s.size == 0 && !done {
 		return
 	}
 	s.seq++
-	s.pending.Seq = s.seq
-	s.p.publish(s.subject, &s.pending)
-	s.pending = Piece{CallID: s.pending.CallID, Step: s.pending.Step}
-	s.size = 0
+	s.p.publish(s.subject, &Piece{CallID: s.callID, Step: s.step, Seq: s.seq,
+		Content: s.content.String(), Reasoning: s.reasoning.String(), ToolName: s.toolName, ToolArgs: s.toolArg.String(), Done: done})
+	s.content.Reset()
+	s.reasoning.Reset()
+	s.toolArg.Reset()
+	s.toolName, s.size = "", 0
 }
 
 // Subscribe calls fn with every live model piece of runID ("" for every

@@ -300,3 +300,19 @@ func TestPiecesOfARealStreamedReply(t *testing.T) {
 	}
 	t.Logf("%d bytes of reply and reasoning in %d live pieces", len(content)+len(reasoning), len(ps))
 }
+
+// BenchmarkDelta is the cost the agent pays per streamed chunk (a token
+// or a few): appending it to the batch, and publishing a batch every
+// DefaultMaxBytes or DefaultInterval on a real connection.
+func BenchmarkDelta(b *testing.B) {
+	_, bb := bustest.New(b)
+	pub := live.NewPublisher(bb.Conn(), live.Options{Logger: bustest.Logger(b)})
+	defer pub.Close()
+	sink := pub.Deltas("bench", 1, "call-1")
+	d := llm.Delta{Content: "token "}
+	b.ReportAllocs()
+	for b.Loop() {
+		sink(d)
+	}
+	sink(llm.Delta{})
+}
