@@ -243,8 +243,11 @@ func TestBrowserDashboard(t *testing.T) {
 	// feed), then its record replaces it: the reasoning collapsed, the
 	// tool call shown.
 	publishObserved(runB, catalog.ModelRequested{CallID: "call-agent-s0002", Scope: catalog.ScopeAgent, Purpose: "step", Step: 2, Model: "test-model", BaseURL: "http://127.0.0.1:1/v1",
-		Messages: []catalog.Message{{Role: "user", Content: "step 2 prompt"}}, MessageCount: 1, Attempt: 1})
-	waitJS(t, ctx, "step 2's call", `!!document.querySelector('details.call[data-call="call-agent-s0002#1"]')`)
+		Messages: []catalog.Message{{Role: "user", Content: "step 2 prompt"}}, MessageCount: 1, Attempt: 1,
+		Tools: []string{"shell", "notes_append", "submit"}, ToolChoice: "required",
+		Params: catalog.ModelParams{Stream: true, Temperature: sub.Model.Temperature, Seed: sub.Model.Seed, ExtraBody: map[string]any{"reasoning_effort": "low"}}})
+	waitJS(t, ctx, "step 2's call with what it sent", `document.querySelector('details.call[data-call="call-agent-s0002#1"] .request-settings').textContent ===
+		'tools shell, notes_append, submit (required) · streamed · temperature 0.3 · seed 42 · extra_body {"reasoning_effort":"low"}'`)
 	pub := live.NewPublisher(e.pub.Conn(), live.Options{Interval: 20 * time.Millisecond})
 	defer pub.Close()
 	sink := pub.Deltas(runB, 2, "call-agent-s0002")

@@ -474,6 +474,8 @@ function modelRequested(run, d) {
     det.append(el('div', { class: 'role' }, m.role), el('pre', null, m.content));
   }
   if (d.messages_blob) det.append(blobButton('load messages', d.messages_blob));
+  const sent = requestSettings(d);
+  if (sent) det.append(el('div', { class: 'hint request-settings' }, sent));
   const resp = el('div', { class: 'response' });
   det.append(resp);
   const box = $('modelio');
@@ -486,6 +488,22 @@ function modelRequested(run, d) {
     run.pendingLive.delete(d.call_id);
     for (const p of early) onLive(run, p);
   }
+}
+
+// requestSettings describes what a request sent beside its messages:
+// tools, response format, sampling and server options.
+function requestSettings(d) {
+  const parts = [];
+  if (d.tools && d.tools.length) parts.push('tools ' + d.tools.join(', ') + (d.tool_choice ? ' (' + d.tool_choice + ')' : ''));
+  if (d.response_format) parts.push('response format ' + d.response_format);
+  const p = d.params || {};
+  if (p.stream) parts.push('streamed');
+  for (const [k, v] of [['temperature', p.temperature], ['top_p', p.top_p], ['max_tokens', p.max_tokens], ['seed', p.seed]]) {
+    if (v !== undefined && v !== null && !(k === 'max_tokens' && v === 0)) parts.push(k + ' ' + v);
+  }
+  if (p.stop && p.stop.length) parts.push('stop ' + JSON.stringify(p.stop));
+  if (p.extra_body) parts.push('extra_body ' + JSON.stringify(p.extra_body));
+  return parts.join(' · ');
 }
 
 // ---- live pieces of a reply --------------------------------------------------
