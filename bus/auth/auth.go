@@ -18,7 +18,8 @@
 //     dashboard) and cli (the `vera` commands that start and steer runs for
 //     a person): read everything, manage their own durable consumers,
 //     publish the catalogue's types they produce, write blobs and dead
-//     letters;
+//     letters (the agent also the live pieces of its streamed replies:
+//     LivePublish);
 //   - admin: everything, including creating streams and importing
 //     recorded runs;
 //   - reader: read only (subscribe, create and read consumers, fetch
@@ -253,5 +254,9 @@ func Describe(id Identity) string {
 	if len(types) == 0 {
 		return "read; publishes no event type"
 	}
-	return "read; publish " + strings.Join(types, ", ")
+	out := "read; publish " + strings.Join(types, ", ")
+	if live := LivePublish[id.Name]; len(live) > 0 {
+		out += "; live " + strings.Join(live, ", ")
+	}
+	return out
 }
