@@ -18,7 +18,8 @@
 //     dashboard) and cli (the `vera` commands that start and steer runs for
 //     a person): read everything, manage their own durable consumers,
 //     publish the catalogue's types they produce, write blobs and dead
-//     letters;
+//     letters (the agent also the live pieces of its streamed replies:
+//     LivePublish);
 //   - admin: everything, including creating streams and importing
 //     recorded runs;
 //   - reader: read only (subscribe, create and read consumers, fetch
@@ -37,6 +38,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/live"
 )
 
 // Role says what an identity may do.
@@ -112,6 +114,15 @@ var ComponentDurables = map[string][]string{
 	catalog.ComponentProjector:  {"projector-files", "projector-otel"},
 }
 
+// LivePublish names the live subjects (internal/live) each component may
+// publish: the agent the pieces of its step replies as they stream in.
+// Reading them needs no entry: every identity that may read a run's
+// events may subscribe to vera.>, the live pieces included, which hold
+// nothing the run's vera.model.responded will not.
+var LivePublish = map[string][]string{
+	catalog.ComponentAgent: {live.SubjectRoot + ".*." + live.ModelToken},
+}
+
 // The streams an identity may read.
 var readStreams = []string{bus.StreamName, bus.DeadLetterStream, "OBJ_" + bus.BlobBucket}
 
@@ -147,6 +158,9 @@ func PermissionsOf(id Identity) (*Permissions, error) {
 		for _, d := range ComponentDurables[id.Name] {
 			p.PublishAllow = append(p.PublishAllow, bus.DeadLetterSubject+"."+d+".*")
 		}
+		// Live pieces of the model replies it streams (core NATS,
+		// stored nowhere; see internal/live).
+		p.PublishAllow = append(p.PublishAllow, LivePublish[id.Name]...)
 		// Blobs: big model I/O and tool output (bus.PutBlob), and the
 		// purge of a half-written blob's chunks.
 		p.PublishAllow = append(p.PublishAllow,
@@ -240,5 +254,9 @@ func Describe(id Identity) string {
 	if len(types) == 0 {
 		return "read; publishes no event type"
 	}
-	return "read; publish " + strings.Join(types, ", ")
+	out := "read; publish " + strings.Join(types, ", ")
+	if live := LivePublish[id.Name]; len(live) > 0 {
+		out += "; live " + strings.Join(live, ", ")
+	}
+	return out
 }

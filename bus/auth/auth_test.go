@@ -21,6 +21,8 @@ import (
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/bus/embedded"
+	"github.com/vera-run/vera/internal/live"
+	"github.com/vera-run/vera/internal/llm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
@@ -423,5 +425,83 @@ func TestStoreRefusesADirectoryItDoesNotOwn(t *testing.T) {
 	}
 	if _, err := (auth.Store{Dir: other}).Init(); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
 		t.Fatalf("Init on another user's creds dir: %v", err)
+	}
+}
+
+// TestLivePiecesPublishedByTheAgentOnly: the live pieces of model replies
+// (internal/live, core NATS, never stored) may be published by the agent
+// alone; everyone who may read a run's events may read them (they hold
+// nothing vera.model.responded will not), including the read-only outside
+// identity; nobody else can inject text into what viewers see as the
+// model's reply.
+func TestLivePiecesPublishedByTheAgentOnly(t *testing.T) {
+	s, store, _ := bustest.NewSecure(t)
+	subj, err := live.Subject("lv1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := []string{auth.Reader, auth.Ext, catalog.ComponentCLI, catalog.ComponentDashboard}
+	subs := map[string]*nats.Subscription{}
+	for _, name := range readers {
+		b := bustest.ConnectAs(t, s.ClientURL(), store, name, bus.Options{ReadOnly: true})
+		sub, err := b.Conn().SubscribeSync(subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		subs[name] = sub
+	}
+	// Everyone else tries first; each flush makes sure the server has
+	// handled (and refused) the publish before the agent's.
+	for _, name := range append(slices.Clone(readers), catalog.ComponentSandboxd, catalog.ComponentDeepVerify, catalog.ComponentProjector) {
+		b := bustest.ConnectAs(t, s.ClientURL(), store, name, bus.Options{ReadOnly: true})
+		if err := b.Conn().Publish(subj, []byte(`{"call_id":"forged","seq":1,"content":"from `+name+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := bustest.ConnectAs(t, s.ClientURL(), store, catalog.ComponentAgent, bus.Options{ReadOnly: true})
+	// Only the model subject: not another live subject.
+	if err := agent.Conn().Publish("vera.live.lv1.other", []byte(`x`)); err != nil {
+		t.Fatal(err)
+	}
+	pub := live.NewPublisher(agent.Conn(), live.Options{Logger: bustest.Logger(t)})
+	defer pub.Close()
+	sink := pub.Deltas("lv1", 1, "call-1")
+	sink(llm.Delta{Content: "from the agent"})
+	sink(llm.Delta{})
+	for name, sub := range subs {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s received no live piece: %v", name, err)
+		}
+		p, err := live.Decode(m.Subject, m.Data)
+		if err != nil || p.CallID != "call-1" || p.Content != "from the agent" {
+			t.Fatalf("%s received %s (%v), want the agent's piece first: another identity's publish got through", name, m.Data, err)
+		}
+		if extra, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+			t.Fatalf("%s received a second message %s on %s", name, extra.Data, extra.Subject)
+		}
+	}
+	wild := bustest.ConnectAs(t, s.ClientURL(), store, auth.Reader, bus.Options{ReadOnly: true})
+	other, err := wild.Conn().SubscribeSync("vera.live.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wild.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Conn().Publish("vera.live.lv1.other", []byte(`x`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := other.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatalf("the agent published on %s, outside its live subject", m.Subject)
 	}
 }

@@ -56,8 +56,9 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			if runs.maxSteps < 0 || runs.auditRounds < 0 {
 				return usageError{fmt.Errorf("--max-steps and --audit-rounds must be 0 or more")}
 			}
-			if err := runs.template().ValidateSecrets(); err != nil {
-				return usageError{fmt.Errorf("--api-key-env / --base-url: %w", err)}
+			tmpl, err := runs.template()
+			if err != nil {
+				return err
 			}
 			if err := runs.checkTraceUI(); err != nil {
 				return usageError{err}
@@ -82,7 +83,6 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 					}
 				})
 			}
-			tmpl := runs.template()
 			d, err := dashboard.New(dashboard.Options{
 				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, MaxStreams: maxStreams, TraceURL: runs.traceUI, Logger: log,
 			})
@@ -113,6 +113,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 	f.StringVar(&token, "token", "", "token for changes (default: a random one); prefer the token file to this flag, which other users can see in ps")
 	f.StringSliceVar(&allowedHosts, "allowed-host", nil, "extra Host name the dashboard answers to on loopback (repeatable)")
 	runs.model.register(cmd, "", "agent model of runs started from the dashboard")
+	runs.settings.register(cmd, "", "agent model of runs started from the dashboard (the page can override it)", true)
 	f.IntVar(&runs.maxSteps, "max-steps", 0, "step budget of runs started from the dashboard (0 = unlimited); the page can override it")
 	f.BoolVar(&runs.auditor, "auditor", true, "audit candidate answers with the DeepVerifier auditor")
 	f.IntVar(&runs.auditRounds, "audit-rounds", 0, "auditor rounds per run (0 = the default)")
@@ -131,6 +132,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 // (--trace-ui-url, registered by both).
 type dashboardRunFlags struct {
 	model       modelFlags
+	settings    modelSettingsFlags
 	maxSteps    int
 	auditor     bool
 	auditRounds int
@@ -158,16 +160,22 @@ func (f *dashboardRunFlags) checkTraceUI() error {
 // register adds the flags `vera up` takes.
 func (f *dashboardRunFlags) register(cmd *cobra.Command) {
 	f.model.register(cmd, "", "agent model of runs started from the dashboard")
+	f.settings.register(cmd, "", "agent model of runs started from the dashboard (the page can override it)", true)
 	cmd.Flags().IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of runs started from the dashboard; 0 = unlimited (env MAX_STEPS)")
 	cmd.Flags().BoolVar(&f.auditor, "auditor", false, "audit the answers of runs started from the dashboard with the DeepVerifier auditor")
 	f.registerTraceUI(cmd)
 	f.network = true
 }
 
-// template is the configuration of a run started from the dashboard.
-func (f *dashboardRunFlags) template() catalog.RunConfig {
+// template is the configuration of a run started from the dashboard,
+// checked (a usage error names the flag at fault).
+func (f *dashboardRunFlags) template() (catalog.RunConfig, error) {
+	model := catalog.ModelConfig{BaseURL: f.model.baseURL, Name: f.model.model, APIKeyEnv: f.model.apiKeyEnv}
+	if err := f.settings.apply(&model); err != nil {
+		return catalog.RunConfig{}, usageError{err}
+	}
 	t := catalog.RunConfig{
-		Model:    catalog.ModelConfig{BaseURL: f.model.baseURL, Name: f.model.model, APIKeyEnv: f.model.apiKeyEnv},
+		Model:    model,
 		MaxSteps: f.maxSteps,
 		Auditor:  catalog.AuditorConfig{Enabled: f.auditor, MaxRounds: f.auditRounds},
 		Sandbox:  catalog.SandboxConfig{Network: f.network},
@@ -175,5 +183,8 @@ func (f *dashboardRunFlags) template() catalog.RunConfig {
 	if f.verifyFast {
 		t.VerifyFast = catalog.VerifyFastConfig{Enabled: true}
 	}
-	return t
+	if err := t.ValidateSecrets(); err != nil {
+		return catalog.RunConfig{}, usageError{fmt.Errorf("--api-key-env / --base-url: %w", err)}
+	}
+	return t, nil
 }

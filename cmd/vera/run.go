@@ -16,6 +16,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/eventfmt"
+	"github.com/vera-run/vera/internal/live"
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
 )
@@ -35,12 +36,14 @@ type runFlags struct {
 	task, taskFile      string
 	workDir, inputDir   string
 	model               catalog.ModelConfig
+	modelSettings       modelSettingsFlags
 	maxSteps            int
 	noNetwork           bool
 	toolTimeout         time.Duration
 	auditor             bool
 	auditorRounds       int
 	auditorModel        catalog.ModelConfig
+	auditorSettings     modelSettingsFlags
 	verifyFast          bool
 	verifyFastProfile   string
 	notesInterval       int
@@ -48,6 +51,7 @@ type runFlags struct {
 	failureEscalation   int
 	runID               string
 	jsonOut             bool
+	showReasoning       bool
 	dataDir, natsListen string
 	labels              map[string]string
 }
@@ -61,6 +65,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.model.BaseURL, "model-base-url", os.Getenv("VERA_MODEL_BASE_URL"), "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:1234 (/v1 is added) (env VERA_MODEL_BASE_URL)")
 	fl.StringVar(&f.model.Name, "model", os.Getenv("VERA_MODEL"), "model name (env VERA_MODEL)")
 	fl.StringVar(&f.model.APIKeyEnv, "api-key-env", os.Getenv("VERA_API_KEY_ENV"), "NAME of the environment variable holding the API key (the key is never put in events); empty = no key (env VERA_API_KEY_ENV)")
+	f.modelSettings.register(cmd, "", "the agent's model", true)
 	fl.IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of the agent; 0 = unlimited (env MAX_STEPS)")
 	fl.BoolVar(&f.noNetwork, "no-network", false, "cut the sandbox off the network (by default it can reach the web with curl/wget)")
 	fl.DurationVar(&f.toolTimeout, "command-timeout", 0, "timeout of one shell command of the agent (default 15m)")
@@ -68,6 +73,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.auditorRounds, "auditor-rounds", 0, "audit rounds allowed (default 3)")
 	fl.StringVar(&f.auditorModel.BaseURL, "auditor-model-base-url", "", "the auditor's model server (default: the agent's)")
 	fl.StringVar(&f.auditorModel.Name, "auditor-model", "", "the auditor's model (default: the agent's)")
+	f.auditorSettings.register(cmd, "auditor-", "the auditor's model (default: the agent's setting)", false)
 	fl.BoolVar(&f.verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
 	fl.StringVar(&f.verifyFastProfile, "verifyfast-profile", "", "VerifyFast profile (see vera verifyfast --help)")
 	fl.IntVar(&f.notesInterval, "notes-interval", envInt("NOTES_UPDATE_INTERVAL", 0), "steps between required notes appends (default 3) (env NOTES_UPDATE_INTERVAL)")
@@ -76,6 +82,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.runID, "run-id", "", "id of the new run (default: a fresh ULID)")
 	fl.StringToStringVar(&f.labels, "label", nil, "labels of the run for dashboards and tools, k=v (repeatable)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print every event of the run as one JSON line instead of the readable view")
+	fl.BoolVar(&f.showReasoning, "show-reasoning", false, "print each step's reasoning in full (by default its first line and how many more there are)")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "without --nats-url: where the embedded bus keeps its store, DIR/nats (env VERA_DATA_DIR)")
 	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "without --nats-url: address of the embedded NATS server (port 0 = a free one)")
 }
@@ -124,10 +131,14 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return catalog.RunConfig{}, fmt.Errorf("create the work dir: %w", err)
 	}
+	model := f.model
+	if err := f.modelSettings.apply(&model); err != nil {
+		return catalog.RunConfig{}, err
+	}
 	cfg := catalog.RunConfig{
 		Task:     task,
 		WorkDir:  work,
-		Model:    f.model,
+		Model:    model,
 		MaxSteps: f.maxSteps,
 		Sandbox:  catalog.SandboxConfig{Network: !f.noNetwork, ToolTimeoutMS: f.toolTimeout.Milliseconds()},
 		Policy: catalog.PolicyConfig{NotesInterval: f.notesInterval, StagnationLimit: f.stagnationLimit,
@@ -143,15 +154,22 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 		}
 		cfg.InputDir = in
 	}
+	if !f.auditor && (f.auditorSettings.any() || f.auditorModel.BaseURL != "" || f.auditorModel.Name != "") {
+		return catalog.RunConfig{}, errors.New("the --auditor-* settings need --auditor")
+	}
 	if f.auditor {
 		cfg.Auditor = catalog.AuditorConfig{Enabled: true, MaxRounds: f.auditorRounds}
-		if f.auditorModel.BaseURL != "" || f.auditorModel.Name != "" {
-			m := f.model
+		if f.auditorModel.BaseURL != "" || f.auditorModel.Name != "" || f.auditorSettings.any() {
+			// The agent's model and settings, with the auditor's own.
+			m := model
 			if f.auditorModel.BaseURL != "" {
 				m.BaseURL = f.auditorModel.BaseURL
 			}
 			if f.auditorModel.Name != "" {
 				m.Name = f.auditorModel.Name
+			}
+			if err := f.auditorSettings.apply(&m); err != nil {
+				return catalog.RunConfig{}, err
 			}
 			cfg.Auditor.Model = &m
 		}
@@ -305,11 +323,14 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	if !f.jsonOut {
 		fmt.Fprintf(w, "run %s submitted: %s\n", runID, oneLine(cfg.Task, 100))
 		fmt.Fprintf(w, "  work dir %s · model %s at %s · max steps %s\n", cfg.WorkDir, cfg.Model.Name, cfg.Model.BaseURL, stepsText(cfg.MaxSteps))
+		if set := modelSettingsText(cfg.Model); set != "" {
+			fmt.Fprintf(w, "  model settings: %s\n", set)
+		}
 		if external {
 			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, runID)
 		}
 	}
-	fin, err := followRun(ctx, b, runID, w, g.stderr, f.jsonOut, external, s)
+	fin, err := followRun(ctx, b, runID, w, g.stderr, followOptions{jsonOut: f.jsonOut, external: external, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)}, s)
 	if err == nil && !external {
 		// The run's files are written by the projector in this process:
 		// let it catch up before the components stop.
@@ -345,12 +366,31 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	}
 }
 
+// followOptions say how followRun prints a run.
+type followOptions struct {
+	jsonOut       bool // every event as a JSON line, no readable view
+	external      bool // the components run elsewhere (for the hint when none starts the run)
+	showReasoning bool // each step's reasoning whole
+	// statusLine draws the status line on errw (a terminal), with the
+	// live end of the agent's reply unless jsonOut.
+	statusLine bool
+}
+
 // followRun prints the run's events until it finishes (returns its
-// vera.run.finished) or is cancelled (returns nil).
-func followRun(ctx context.Context, b *bus.Bus, runID string, w, errw io.Writer, jsonOut, external bool, s *stack) (*catalog.RunFinished, error) {
+// vera.run.finished) or is cancelled (returns nil). On a terminal, the
+// status line shows the end of the agent's reply while it is generated
+// (its live pieces, internal/live).
+func followRun(ctx context.Context, b *bus.Bus, runID string, w, errw io.Writer, o followOptions, s *stack) (*catalog.RunFinished, error) {
+	jsonOut, external := o.jsonOut, o.external
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	view := &runPrinter{w: w, prog: newProgress(errw), start: time.Now(), blobs: b}
+	view := &runPrinter{w: w, prog: &progress{w: errw, on: o.statusLine}, start: time.Now(), blobs: b, showReasoning: o.showReasoning}
+	if !jsonOut && o.statusLine {
+		// Lossy by design: a piece missed only delays the line.
+		if sub, err := live.Subscribe(b.Conn(), runID, view.livePiece); err == nil {
+			defer func() { _ = sub.Unsubscribe() }()
+		}
+	}
 	if s != nil {
 		go func() {
 			select {

@@ -8,9 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/live"
 )
 
 // runPrinter renders the events of one run for a person following it in
@@ -25,6 +27,10 @@ type runPrinter struct {
 	}
 	started atomic.Bool
 
+	// showReasoning prints each step's reasoning whole, not its first
+	// line.
+	showReasoning bool
+
 	mu       sync.Mutex
 	step     int
 	tools    int
@@ -33,6 +39,91 @@ type runPrinter struct {
 	tokens   int64
 	calls    int
 	phase    string
+
+	// The agent's reply being generated (internal/live pieces), shown
+	// on the status line until its vera.model.responded.
+	ended         bool // the run ended: no more live lines
+	liveCall      string
+	liveStep      int
+	liveText      string // the end of the answer (and tool arguments) so far
+	liveReasoning string // the end of the reasoning so far
+	// recorded are the calls whose reply is recorded (the last ones): a
+	// piece of theirs that comes late is not shown again.
+	recorded     map[string]bool
+	recordedList []string
+	// reasoning of the agent's step replies, by step, until the step's
+	// line prints it.
+	reasoning map[int]string
+}
+
+// liveKeep is how much of a reply's end the status line keeps (it shows
+// at most liveShow characters of it).
+const (
+	liveKeep = 1024
+	liveShow = 100
+)
+
+// livePiece takes a piece of the agent's reply as it streams in (called
+// from the live subscription's goroutine) and redraws the status line.
+func (p *runPrinter) livePiece(pc live.Piece) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return
+	}
+	if pc.CallID != p.liveCall {
+		if p.recorded[pc.CallID] {
+			return // a late piece of a reply already recorded
+		}
+		p.liveCall, p.liveStep, p.liveText, p.liveReasoning = pc.CallID, pc.Step, "", ""
+	}
+	if pc.ToolName != "" {
+		pc.ToolArgs = pc.ToolName + "(" + pc.ToolArgs
+	}
+	p.liveText = keepEnd(p.liveText+pc.Content+pc.ToolArgs, liveKeep)
+	p.liveReasoning = keepEnd(p.liveReasoning+pc.Reasoning, liveKeep)
+	p.statusLocked()
+}
+
+// markRecorded remembers that call's reply is recorded (the last 64
+// calls).
+func (p *runPrinter) markRecorded(call string) {
+	if p.recorded == nil {
+		p.recorded = map[string]bool{}
+	}
+	if p.recorded[call] {
+		return
+	}
+	p.recorded[call] = true
+	p.recordedList = append(p.recordedList, call)
+	if len(p.recordedList) > 64 {
+		delete(p.recorded, p.recordedList[0])
+		p.recordedList = p.recordedList[1:]
+	}
+}
+
+// keepEnd keeps the last n bytes of s, cut on a character boundary.
+func keepEnd(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(s[i]) {
+			return s[i:]
+		}
+	}
+	return s
+}
+
+// tailRunes is the end of s on one line, at most n runes, "…" first when
+// cut.
+func tailRunes(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return "…" + string(r[len(r)-n+1:])
+	}
+	return s
 }
 
 // line prints one line above the status line.
@@ -45,6 +136,27 @@ func (p *runPrinter) line(format string, args ...any) {
 func (p *runPrinter) status() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.statusLocked()
+}
+
+func (p *runPrinter) statusLocked() {
+	if p.liveCall != "" {
+		// The step being generated: the end of the reply so far, on
+		// one line that fits the terminal.
+		prefix := fmt.Sprintf("[%s] step %d ▸ ", time.Since(p.start).Truncate(time.Second), p.liveStep)
+		text, what := p.liveText, ""
+		if strings.TrimSpace(text) == "" {
+			text, what = p.liveReasoning, "thinking: "
+		}
+		n := liveShow
+		if w := termWidth(p.prog.w); w > 0 {
+			n = min(n, w-utf8.RuneCountInString(prefix+what)-1)
+		}
+		if n > 10 {
+			p.prog.update("%s%s%s", prefix, what, tailRunes(text, n))
+			return
+		}
+	}
 	phase := p.phase
 	if p.running != "" {
 		phase = "running: " + oneLine(p.running, 40)
@@ -75,6 +187,18 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 	case *catalog.ModelResponded:
 		p.calls++
 		p.tokens += d.Usage.Total
+		if d.CallID == p.liveCall {
+			p.liveCall = ""
+		}
+		p.markRecorded(d.CallID)
+		if d.Scope == catalog.ScopeAgent && d.Error == "" {
+			if r := p.reasoningOf(ctx, d); r != "" {
+				if p.reasoning == nil {
+					p.reasoning = map[int]string{}
+				}
+				p.reasoning[d.Step] = r
+			}
+		}
 		if d.Error != "" {
 			p.line("  model %s: error after %d ms: %s", d.CallID, d.LatencyMS, oneLine(d.Error, 160))
 		} else if d.FinishReason == "length" {
@@ -84,6 +208,10 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 		p.step = d.Step
 		p.phase = "deciding"
 		p.line("step %d  %s", d.Step, oneLine(d.Thought, 150))
+		if r, ok := p.reasoning[d.Step]; ok {
+			delete(p.reasoning, d.Step)
+			p.printReasoning(r)
+		}
 		switch {
 		case d.FormatError != "":
 			p.line("  format error (nothing ran): %s", oneLine(d.FormatError, 160))
@@ -162,8 +290,10 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 	case *catalog.VerifyFastScored:
 		p.line("verifyfast: credit score %d/5 (%s), %d high and %d low errors", d.CreditScore, d.Zone, d.HighCount, d.LowCount)
 	case *catalog.RunCancelled:
+		p.ended, p.liveCall = true, ""
 		p.line("cancelled by %s: %s", d.RequestedBy, d.Reason)
 	case *catalog.RunFinished:
+		p.ended, p.liveCall = true, ""
 		answer := d.Answer
 		if d.AnswerBlob != nil && p.blobs != nil {
 			if b, err := p.blobs.GetBlob(ctx, d.AnswerBlob.Digest); err == nil {
@@ -178,5 +308,38 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 		if answer != "" {
 			p.line("answer:\n%s", strings.TrimSpace(answer))
 		}
+	}
+}
+
+// reasoningOf is the reasoning of a reply, read from its blob when big
+// ("" when there is none or the blob cannot be read).
+func (p *runPrinter) reasoningOf(ctx context.Context, d *catalog.ModelResponded) string {
+	r := d.Reasoning
+	if r == "" && d.ReasoningBlob != nil && p.blobs != nil {
+		if b, err := p.blobs.GetBlob(ctx, d.ReasoningBlob.Digest); err == nil {
+			r = string(b)
+		} else {
+			r = fmt.Sprintf("(%d bytes, unreadable: %v)", d.ReasoningBlob.Size, err)
+		}
+	}
+	return strings.TrimSpace(r)
+}
+
+// printReasoning shows a step's reasoning: its first line and how many
+// lines follow, or all of it with --show-reasoning.
+func (p *runPrinter) printReasoning(r string) {
+	lines := strings.Split(r, "\n")
+	if p.showReasoning {
+		p.line("  reasoning:")
+		for _, l := range lines {
+			p.line("  │ %s", strings.TrimRight(l, " \t\r"))
+		}
+		return
+	}
+	first := oneLine(lines[0], 150)
+	if rest := len(lines) - 1; rest > 0 {
+		p.line("  reasoning: %s (%d more lines; --show-reasoning)", first, rest)
+	} else {
+		p.line("  reasoning: %s", first)
 	}
 }

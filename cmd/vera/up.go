@@ -132,8 +132,9 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	if err := f.vf.validate(); err != nil {
 		return err
 	}
-	if err := f.dm.template().ValidateSecrets(); err != nil {
-		return usageError{fmt.Errorf("--api-key-env / --base-url: %w", err)}
+	tmpl, err := f.dm.template()
+	if err != nil {
+		return err
 	}
 	ctx := cmd.Context()
 	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
@@ -222,7 +223,7 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 		}
 		defer db.Close()
 		m := projector.NewMetrics(mb, log)
-		d, err := dashboard.New(dashboard.Options{Bus: db, Metrics: m, DataDir: f.dataDir, Template: f.dm.template(), TraceURL: f.dm.traceUI, Logger: log})
+		d, err := dashboard.New(dashboard.Options{Bus: db, Metrics: m, DataDir: f.dataDir, Template: tmpl, TraceURL: f.dm.traceUI, Logger: log})
 		if err != nil {
 			ln.Close()
 			cancel()

@@ -20,6 +20,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/component"
+	"github.com/vera-run/vera/internal/live"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
 	"github.com/vera-run/vera/projector"
@@ -57,6 +58,11 @@ type Set struct {
 	// Judge, when set, makes the logic verifier's hybrid judge on its
 	// connection (vera verifierd --hybrid).
 	Judge func(b *bus.Bus) (*logic.Hybrid, func(), error)
+
+	// NoLive leaves out the live pieces of the agent's streamed replies
+	// (internal/live). By default an agent whose Config has no Deltas
+	// publishes them on its connection, for `vera run` and the dashboard.
+	NoLive bool
 }
 
 // Traces configures the live trace projector: where spans go and what
@@ -117,7 +123,13 @@ func (s Set) Start(ctx context.Context, sup *component.Supervisor) {
 			if cfg.Logger == nil {
 				cfg.Logger = s.Logger
 			}
-			a, err := agents.New(b, cfg)
+			if cfg.Deltas == nil && !s.NoLive {
+				pub := LivePublisher(b, cfg.Logger)
+				cfg.Deltas = pub.Deltas
+				closeModels := done
+				done = func() { pub.Close(); closeModels() }
+			}
+			a, err := newAgent(b, cfg)
 			return a, done, err
 		})
 	}
@@ -242,6 +254,17 @@ func (s Set) models(identity string, b *bus.Bus) (component.Models, func()) {
 	}
 	m := NewRecordingModels(b, s.Logger)
 	return m.Get, m.Close
+}
+
+// newAgent builds the agent (a variable so that a test can see the
+// configuration the agent gets).
+var newAgent = agents.New
+
+// LivePublisher publishes the live pieces of streamed model replies on
+// b's connection (vera.live.<run_id>.model; see internal/live for why
+// they are not events), as the agent does for its steps.
+func LivePublisher(b *bus.Bus, log *slog.Logger) *live.Publisher {
+	return live.NewPublisher(b.Conn(), live.Options{Logger: component.Logger(log, catalog.ComponentAgent)})
 }
 
 // RecordingModels hands out one model client per model settings, its

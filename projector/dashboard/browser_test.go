@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/live"
+	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/projector"
 )
 
@@ -192,8 +195,15 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	waitJS(t, ctx, "a new editable session", `document.getElementById('run-id').textContent.length === 26 && document.getElementById('run-id').textContent !== `+jsString(runA)+` && !document.getElementById('task').readOnly`)
 	runB := textOf(t, ctx, "run-id")
+	waitJS(t, ctx, "the template's settings as placeholders", `document.getElementById('seed').placeholder === 'none' && document.getElementById('tool-protocol').options[0].textContent === 'default (auto)'`)
 	if err := chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS("#task"), "Find the official release date of Example 2.0"),
+		chromedp.SetValue(chromedp.CSS("#tool-protocol"), "native"),
+		chromedp.SendKeys(chromedp.CSS("#temperature"), "0.3"),
+		chromedp.SendKeys(chromedp.CSS("#top-p"), "0.8"),
+		chromedp.SendKeys(chromedp.CSS("#max-tokens"), "1024"),
+		chromedp.SendKeys(chromedp.CSS("#seed"), "42"),
+		chromedp.SetValue(chromedp.CSS("#stream"), "off"),
 		chromedp.Click(chromedp.CSS("#start")),
 	); err != nil {
 		t.Fatal(err)
@@ -210,7 +220,13 @@ func TestBrowserDashboard(t *testing.T) {
 	if err := evs[0].DecodeData(&sub); err != nil || sub.Task != "Find the official release date of Example 2.0" || sub.MaxSteps != 7 || evs[0].Source != catalog.ComponentDashboard {
 		t.Fatalf("task.submitted %+v (%v)", sub, err)
 	}
+	// The form's model settings, over the template's endpoint and model.
+	if m := sub.Model; m.Name != "test-model" || m.ToolProtocol != catalog.ToolProtocolNative || m.Temperature == nil || *m.Temperature != 0.3 ||
+		m.TopP == nil || *m.TopP != 0.8 || m.MaxTokens != 1024 || m.Seed == nil || *m.Seed != 42 || m.Stream == nil || *m.Stream {
+		t.Fatalf("task.submitted model %+v", m)
+	}
 	waitJS(t, ctx, "the prompt locked", `document.getElementById('task').readOnly && document.getElementById('start').disabled`)
+	waitJS(t, ctx, "the settings locked", `document.getElementById('temperature').disabled && document.getElementById('stream').disabled && document.getElementById('tool-protocol').value === 'native'`)
 
 	// The run's model calls and container logs arrive.
 	publishObserved(runB, catalog.ModelRequested{CallID: "call-agent-s0001", Scope: catalog.ScopeAgent, Purpose: "step", Step: 1, Model: "test-model", BaseURL: "http://127.0.0.1:1/v1",
@@ -222,6 +238,66 @@ func TestBrowserDashboard(t *testing.T) {
 	waitJS(t, ctx, "Model I/O", `document.getElementById('modelio').textContent.includes('PRIMARY TASK: Find the official release date') && document.getElementById('modelio').textContent.includes('search the vendor site') && document.getElementById('modelio').textContent.includes('120 tok')`)
 	waitJS(t, ctx, "Container Logs", `document.getElementById('container-logs').textContent.includes('sandbox ready on /work') && document.getElementById('container-logs').textContent.includes('exec_start')`)
 	waitJS(t, ctx, "run metrics", `document.getElementById('run-metrics').textContent.includes('agent 120')`)
+
+	// Step 2's reply grows live (pieces on core NATS, forwarded by the
+	// feed), then its record replaces it: the reasoning collapsed, the
+	// tool call shown.
+	publishObserved(runB, catalog.ModelRequested{CallID: "call-agent-s0002", Scope: catalog.ScopeAgent, Purpose: "step", Step: 2, Model: "test-model", BaseURL: "http://127.0.0.1:1/v1",
+		Messages: []catalog.Message{{Role: "user", Content: "step 2 prompt"}}, MessageCount: 1, Attempt: 1,
+		Tools: []string{"shell", "notes_append", "submit"}, ToolChoice: "required",
+		Params: catalog.ModelParams{Stream: true, Temperature: sub.Model.Temperature, Seed: sub.Model.Seed, ExtraBody: map[string]any{"reasoning_effort": "low"}}})
+	waitJS(t, ctx, "step 2's call with what it sent", `document.querySelector('details.call[data-call="call-agent-s0002#1"] .request-settings').textContent ===
+		'tools shell, notes_append, submit (required) · streamed · temperature 0.3 · seed 42 · extra_body {"reasoning_effort":"low"}'`)
+	pub := live.NewPublisher(e.pub.Conn(), live.Options{Interval: 20 * time.Millisecond})
+	defer pub.Close()
+	sink := pub.Deltas(runB, 2, "call-agent-s0002")
+	sink(llm.Delta{Reasoning: "The vendor lists releases on a changelog page. "})
+	for _, w := range strings.Fields("I will fetch the changelog of Example and read the 2.0 entry <b>now</b>") {
+		sink(llm.Delta{Content: w + " "})
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitJS(t, ctx, "the reply growing live", `!document.getElementById('live-reply-box').hidden &&
+		document.getElementById('live-reply').textContent.includes('read the 2.0 entry <b>now</b>') &&
+		document.getElementById('live-reply').textContent.includes('[reasoning] The vendor lists releases') &&
+		document.getElementById('live-reply-title').textContent === 'step 2 · generating' &&
+		document.querySelector('details.call[data-call="call-agent-s0002#1"] pre.live-text').textContent.includes('fetch the changelog') &&
+		document.querySelector('details.call[data-call="call-agent-s0002#1"] summary').textContent.includes('generating')`)
+	liveShot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artifactDir(t), "dashboard-live.png"), liveShot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sink(llm.Delta{})
+	publishObserved(runB, catalog.ModelResponded{CallID: "call-agent-s0002", Scope: catalog.ScopeAgent, Step: 2, Model: "test-model", Attempt: 1, LatencyMS: 900,
+		Usage: catalog.TokenUsage{Prompt: 100, Completion: 30, Total: 130, Reasoning: 12}, FinishReason: "tool_calls",
+		Text: "I will fetch the changelog", Reasoning: "The vendor lists releases on a changelog page.\nThe 2.0 entry has the date.", ReasoningSource: "reasoning_content",
+		ToolCalls: []catalog.ToolCall{{ID: "call_1", Name: "shell", Arguments: `{"command":"curl -s https://example.org/changelog"}`}}})
+	waitJS(t, ctx, "the recorded reply with its reasoning and tool call", `(() => {
+		const c = document.querySelector('details.call[data-call="call-agent-s0002#1"]');
+		const r = c.querySelector('details.reasoning');
+		return document.getElementById('live-reply-box').hidden && !c.querySelector('pre.live-text') &&
+			r && !r.open && r.querySelector('summary').textContent === 'reasoning (reasoning_content) · 2 lines' &&
+			r.querySelector('pre').textContent.includes('The 2.0 entry has the date.') &&
+			c.querySelector('pre.tool-call').textContent.includes('"command": "curl -s https://example.org/changelog"') &&
+			c.querySelector('pre.tool-call').textContent.startsWith('shell ') &&
+			c.querySelector('summary').textContent.includes('tool_calls · 130 tok');
+	})()`)
+	// A big reasoning is a blob, loaded on demand.
+	ref, err := e.bus.PutBlob(context.Background(), []byte("a long chain of thought\nthat was stored as a blob"), "text/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishObserved(runB, catalog.ModelRequested{CallID: "call-agent-s0003", Scope: catalog.ScopeAgent, Purpose: "step", Step: 3, Model: "test-model", BaseURL: "http://127.0.0.1:1/v1",
+		Messages: []catalog.Message{{Role: "user", Content: "step 3 prompt"}}, MessageCount: 1, Attempt: 1})
+	publishObserved(runB, catalog.ModelResponded{CallID: "call-agent-s0003", Scope: catalog.ScopeAgent, Step: 3, Model: "test-model", Attempt: 1, LatencyMS: 900,
+		FinishReason: "stop", Text: "THOUGHT: done", ReasoningBlob: &ref, ReasoningSource: "think"})
+	waitJS(t, ctx, "the reasoning blob's button", `!!document.querySelector('details.call[data-call="call-agent-s0003#1"] details.reasoning button')`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`(() => { const r = document.querySelector('details.call[data-call="call-agent-s0003#1"] details.reasoning'); r.open = true; r.querySelector('button').click(); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the reasoning blob loaded", `document.querySelector('details.call[data-call="call-agent-s0003#1"] details.reasoning').textContent.includes('that was stored as a blob')`)
 
 	// Open the model call's details for the screenshot.
 	_, _ = chromedp.Run(ctx, chromedp.Evaluate[any](`document.querySelectorAll('details.call').forEach(d => d.open = true)`))

@@ -48,7 +48,7 @@
 //	POST /api/sessions              new session → Session (201)
 //	POST /api/runs/{id}/start       StartRequest → StartResponse (201), 409 once started
 //	POST /api/runs/{id}/cancel      CancelRequest → vera.run.cancelled (202)
-//	GET  /api/runs/{id}/events      SSE: the run's events
+//	GET  /api/runs/{id}/events      SSE: the run's events (live=1: and its replies as they stream)
 //	GET  /api/events                SSE: every run's events
 //	GET  /api/metrics               projector.Metrics as JSON (404 without Metrics)
 //	GET  /api/blobs/{digest}        a big payload by digest, as text/plain
@@ -62,6 +62,25 @@
 // resumes after that sequence with no gap and no duplicate: each stream
 // first subscribes to the hub, then reads what is stored after the client's
 // sequence, then forwards live records above the last one sent.
+//
+// A run's stream with live=1 also forwards the pieces of the model's
+// replies as they are generated (internal/live: core NATS messages on
+// vera.live.<run_id>.model, which no stream stores) as SSE events named
+// "live" whose data is one piece ({call_id, step, seq, content,
+// reasoning, tool_name, tool_args, done}) and which carry no id, so that
+// a reconnect resumes after the last stored record. They are lossy by
+// design: each stream holds one core NATS subscription (no JetStream
+// consumer), a client that is behind loses pieces beyond 256 queued, and
+// a late viewer sees the reply when vera.model.responded arrives. The
+// page shows the reply growing at the top of Model I/O and in its call,
+// and replaces it with the recorded reply (its reasoning collapsed, its
+// tool calls) when the responded event comes.
+//
+// The start request may carry model: {tool_protocol, temperature,
+// top_p, max_tokens, seed, stream} (ModelSettings), which override the
+// template's agent model settings for that run and are checked as the
+// catalogue checks them (400 otherwise); GET /api/config shows the
+// template's in model_settings.
 //
 // # Bounded reading
 //

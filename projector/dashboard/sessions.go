@@ -251,6 +251,59 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 type StartRequest struct {
 	Task     string `json:"task"`
 	MaxSteps *int   `json:"max_steps,omitempty"` // nil: the template's
+	// Model overrides the template's model settings (the endpoint and
+	// model stay the template's); nil: the template's.
+	Model *ModelSettings `json:"model,omitempty"`
+}
+
+// ModelSettings are the agent's model settings a run started from the
+// page may choose (catalog.ModelConfig's members of the same names); an
+// absent member keeps the template's.
+type ModelSettings struct {
+	ToolProtocol catalog.ToolProtocol `json:"tool_protocol,omitempty"`
+	Temperature  *float64             `json:"temperature,omitempty"`
+	TopP         *float64             `json:"top_p,omitempty"`
+	MaxTokens    *int                 `json:"max_tokens,omitempty"`
+	Seed         *int64               `json:"seed,omitempty"`
+	Stream       *bool                `json:"stream,omitempty"`
+}
+
+// apply sets the given settings on mc and checks the result.
+func (m *ModelSettings) apply(mc *catalog.ModelConfig) error {
+	if m == nil {
+		return nil
+	}
+	if m.ToolProtocol != "" {
+		mc.ToolProtocol = m.ToolProtocol
+	}
+	if m.Temperature != nil {
+		mc.Temperature = m.Temperature
+	}
+	if m.TopP != nil {
+		mc.TopP = m.TopP
+	}
+	if m.MaxTokens != nil {
+		mc.MaxTokens = *m.MaxTokens
+	}
+	if m.Seed != nil {
+		mc.Seed = m.Seed
+	}
+	if m.Stream != nil {
+		mc.Stream = m.Stream
+	}
+	if err := mc.ValidateSampling(); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	return nil
+}
+
+// settingsOf are the settings of mc the page may override.
+func settingsOf(mc catalog.ModelConfig) ModelSettings {
+	s := ModelSettings{ToolProtocol: mc.ToolProtocol, Temperature: mc.Temperature, TopP: mc.TopP, Seed: mc.Seed, Stream: mc.Stream}
+	if mc.MaxTokens > 0 {
+		s.MaxTokens = &mc.MaxTokens
+	}
+	return s
 }
 
 // StartResponse answers a started run.
@@ -297,6 +350,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "max_steps must be 0 (unlimited) or more")
 		return
 	}
+	model := s.opts.Template.Model
+	if err := req.Model.apply(&model); err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 
 	x := s.sessions
 	x.mu.Lock()
@@ -332,7 +390,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := s.opts.Template
-	cfg.Task, cfg.WorkDir = req.Task, dir
+	cfg.Task, cfg.WorkDir, cfg.Model = req.Task, dir, model
 	if req.MaxSteps != nil {
 		cfg.MaxSteps = *req.MaxSteps
 	}
@@ -418,12 +476,15 @@ type Config struct {
 	Network    bool   `json:"network"`
 	Metrics    bool   `json:"metrics"`
 	TokenFile  string `json:"token_file"`
+	// ModelSettings are the template's model settings (what a run gets
+	// when the page leaves them alone).
+	ModelSettings ModelSettings `json:"model_settings"`
 }
 
 func (s *Server) handleConfig(w http.ResponseWriter, _ *http.Request) {
 	t := s.opts.Template
 	writeJSON(w, http.StatusOK, Config{
 		Model: t.Model.Name, MaxSteps: t.MaxSteps, Auditor: t.Auditor.Enabled, VerifyFast: t.VerifyFast.Enabled,
-		Network: t.Sandbox.Network, Metrics: s.opts.Metrics != nil, TokenFile: s.tokenFile,
+		Network: t.Sandbox.Network, Metrics: s.opts.Metrics != nil, TokenFile: s.tokenFile, ModelSettings: settingsOf(t.Model),
 	})
 }

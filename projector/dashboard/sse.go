@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/internal/live"
 )
 
 // writeTimeout bounds one write to an SSE client: a client that stops
@@ -27,7 +28,15 @@ type streamSpec struct {
 	types   []string
 	filters []string // NATS subject filters of runID and types
 	after   uint64   // last sequence the client has (Last-Event-ID)
+	// live forwards the run's live model pieces (live=1 on a run's
+	// stream) as SSE events named "live".
+	live bool
 }
+
+// liveQueue bounds the live pieces waiting for one client; more are
+// dropped (live pieces are lossy by design: the record is
+// vera.model.responded).
+const liveQueue = 256
 
 func (s *Server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
@@ -83,6 +92,16 @@ func parseStreamSpec(r *http.Request, runID string) (streamSpec, error) {
 			return spec, err
 		}
 		spec.filters = append(spec.filters, f)
+	}
+	switch v := r.URL.Query().Get("live"); v {
+	case "", "0":
+	case "1":
+		if runID == "" {
+			return spec, errors.New("live=1 is for one run's stream (/api/runs/{id}/events)")
+		}
+		spec.live = true
+	default:
+		return spec, errors.New("live must be 1 or 0")
 	}
 	last := r.Header.Get("Last-Event-ID")
 	if last == "" {
@@ -183,6 +202,25 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec streamSpec)
 		return
 	}
 	defer func() { sub.cancel() }()
+	var pieces chan []byte // nil (never ready) without live
+	if spec.live {
+		pieces = make(chan []byte, liveQueue)
+		lsub, err := live.Subscribe(s.opts.Bus.Conn(), spec.runID, func(p live.Piece) {
+			data, err := json.Marshal(p)
+			if err != nil {
+				return
+			}
+			select {
+			case pieces <- data:
+			default: // the client is behind: drop it
+			}
+		})
+		if err != nil {
+			s.log.Warn("dashboard: live pieces unavailable", "run", spec.runID, "err", err)
+		} else {
+			defer func() { _ = lsub.Unsubscribe() }()
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -200,7 +238,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec streamSpec)
 		if !s.catchUp(ctx, sw, spec, &last) || sw.flush() != nil {
 			return
 		}
-		if !s.forward(ctx, sw, sub, hb.C, &last) {
+		if !s.forward(ctx, sw, sub, hb.C, pieces, &last) {
 			return
 		}
 		// Dropped for lagging, or the hub stopped: a new phase. One that
@@ -288,11 +326,21 @@ func (s *Server) catchUpBatch(ctx context.Context, spec streamSpec, after uint64
 
 // forward writes the subscription's records until it is dropped or the hub
 // stops (true: start a new phase) or the client or server goes (false).
-func (s *Server) forward(ctx context.Context, sw *sseWriter, sub *subscription, hb <-chan time.Time, last *uint64) bool {
+func (s *Server) forward(ctx context.Context, sw *sseWriter, sub *subscription, hb <-chan time.Time, pieces <-chan []byte, last *uint64) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
+		case data := <-pieces:
+			// A live piece: no id, so that a reconnect resumes after the
+			// last stored record.
+			sw.deadline()
+			sw.w.WriteString("event: live\ndata: ")
+			sw.w.Write(data)
+			sw.w.WriteString("\n\n")
+			if sw.flush() != nil {
+				return false
+			}
 		case <-hb:
 			sw.w.WriteString(": heartbeat\n\n")
 			if sw.flush() != nil {

@@ -166,7 +166,7 @@ let cur = null;
 function newRunState(id) {
   return {
     id, es: null, submitted: false, state: 'new',
-    calls: new Map(), audits: new Map(), eventRows: 0, logLines: 0,
+    calls: new Map(), latest: new Map(), pendingLive: new Map(), liveCall: null, audits: new Map(), eventRows: 0, logLines: 0,
     m: { events: 0, malformed: 0, steps: 0, modelCalls: 0, modelErrors: 0, tokens: {}, tools: 0, toolFailures: 0,
       evidence: 0, notes: 0, repeats: 0, verdicts: 0, auditRounds: 0, lastScore: null, bestScore: null,
       vfCredit: null, vfZone: null, policy: 0, containerLines: 0 },
@@ -176,12 +176,15 @@ function newRunState(id) {
 function resetPanels() {
   for (const id of ['events', 'evidence', 'logic', 'audit', 'verifyfast', 'run-metrics']) clear($(id).tBodies[0]);
   clear($('modelio'));
+  clear($('live-reply'));
+  $('live-reply-box').hidden = true;
   clear($('container-logs'));
   clear($('notes'));
   $('outcome').textContent = '';
   $('start-msg').textContent = '';
   $('event-count').textContent = '';
   $('max-steps').value = '';
+  for (const id of MODEL_FIELDS) $(id).value = '';
 }
 
 // templateText describes the settings of runs started here; a submitted
@@ -213,7 +216,7 @@ function selectRun(id, knownState) {
   renderSessions();
   renderRunMetrics(run);
 
-  const es = feed('/api/runs/' + encodeURIComponent(id) + '/events');
+  const es = feed('/api/runs/' + encodeURIComponent(id) + '/events?live=1');
   run.es = es;
   es.onmessage = (e) => {
     if (cur !== run) return;
@@ -227,6 +230,14 @@ function selectRun(id, knownState) {
     try { d = JSON.parse(e.data); } catch (_) { /* keep empty */ }
     run.m.malformed++;
     addEventRow(run, e.lastEventId, { type: 'MALFORMED', source: '', time: '', data: d }, 'malformed');
+  });
+  // Pieces of a reply as it is generated (not stored; the record is
+  // vera.model.responded).
+  es.addEventListener('live', (e) => {
+    if (cur !== run) return;
+    let p;
+    try { p = JSON.parse(e.data); } catch (_) { return; }
+    onLive(run, p);
   });
   es.onopen = () => setConn(true, 'live');
   es.onerror = () => setConn(false, 'reconnecting…');
@@ -272,6 +283,7 @@ function lockTask(locked, text) {
   if (text !== undefined) t.value = text;
   $('start').disabled = locked;
   $('max-steps').readOnly = locked;
+  for (const id of MODEL_FIELDS) $(id).disabled = locked;
   $('start').textContent = locked ? 'Started (locked)' : 'Start run';
 }
 
@@ -282,6 +294,8 @@ $('start-form').addEventListener('submit', async (e) => {
   const body = { task: $('task').value };
   const ms = $('max-steps').value.trim();
   if (ms !== '') body.max_steps = parseInt(ms, 10);
+  const model = modelSettingsFromForm();
+  if (Object.keys(model).length > 0) body.model = model;
   $('start').disabled = true;
   const r = await api('POST', '/api/runs/' + encodeURIComponent(run.id) + '/start', body);
   if (r.status === 201 || r.status === 409) {
@@ -365,6 +379,7 @@ function onEvent(run, ev, seq) {
         run.submitted = true;
         lockTask(true, d.task || '');
         $('max-steps').value = d.max_steps ?? '';
+        showModelSettings(d.model || {});
         $('template').textContent = settingsText((d.model || {}).name, (d.auditor || {}).enabled,
           (d.verifyfast || {}).enabled, (d.sandbox || {}).network);
         if (run.state === 'new' || run.state === 'unknown') setRunState(run, 'submitted');
@@ -459,12 +474,107 @@ function modelRequested(run, d) {
     det.append(el('div', { class: 'role' }, m.role), el('pre', null, m.content));
   }
   if (d.messages_blob) det.append(blobButton('load messages', d.messages_blob));
+  const sent = requestSettings(d);
+  if (sent) det.append(el('div', { class: 'hint request-settings' }, sent));
   const resp = el('div', { class: 'response' });
   det.append(resp);
   const box = $('modelio');
   box.append(det);
   box.scrollTop = box.scrollHeight;
-  run.calls.set(key, { det, status, resp });
+  run.calls.set(key, { det, status, resp, step: d.step, live: null });
+  run.latest.set(d.call_id, key);
+  const early = run.pendingLive.get(d.call_id);
+  if (early) {
+    run.pendingLive.delete(d.call_id);
+    for (const p of early) onLive(run, p);
+  }
+}
+
+// requestSettings describes what a request sent beside its messages:
+// tools, response format, sampling and server options.
+function requestSettings(d) {
+  const parts = [];
+  if (d.tools && d.tools.length) parts.push('tools ' + d.tools.join(', ') + (d.tool_choice ? ' (' + d.tool_choice + ')' : ''));
+  if (d.response_format) parts.push('response format ' + d.response_format);
+  const p = d.params || {};
+  if (p.stream) parts.push('streamed');
+  for (const [k, v] of [['temperature', p.temperature], ['top_p', p.top_p], ['max_tokens', p.max_tokens], ['seed', p.seed]]) {
+    if (v !== undefined && v !== null && !(k === 'max_tokens' && v === 0)) parts.push(k + ' ' + v);
+  }
+  if (p.stop && p.stop.length) parts.push('stop ' + JSON.stringify(p.stop));
+  if (p.extra_body) parts.push('extra_body ' + JSON.stringify(p.extra_body));
+  return parts.join(' · ');
+}
+
+// ---- live pieces of a reply --------------------------------------------------
+
+const LIVE_KEEP = 20000; // characters of a growing reply in the live box
+const LIVE_MAX = 500000; // characters of a growing reply shown in its call
+
+// onLive appends a piece of a reply being generated to its call (and to
+// the live box at the top of Model I/O). The pieces are lossy: the reply
+// as recorded replaces them when vera.model.responded arrives.
+function onLive(run, p) {
+  const key = run.latest.get(p.call_id);
+  const c = key && run.calls.get(key);
+  if (!c) {
+    // The piece overtook the stored vera.model.requested: keep it a moment.
+    if (p.done) return;
+    const q = run.pendingLive.get(p.call_id) || [];
+    if (q.length < 200) q.push(p);
+    run.pendingLive.set(p.call_id, q);
+    return;
+  }
+  if (c.finished) return;
+  if (!c.live) {
+    const reasoning = el('pre', { class: 'live-reasoning' });
+    const text = el('pre', { class: 'live-text' });
+    c.live = { reasoning, text, chars: 0, missed: p.seq !== 1, lastSeq: 0 };
+    c.resp.append(el('div', { class: 'role' }, 'generating…'), reasoning, text);
+  }
+  const lv = c.live;
+  if (p.seq !== lv.lastSeq + 1 && lv.lastSeq !== 0) lv.missed = true;
+  lv.lastSeq = p.seq;
+  const add = (pre, s) => {
+    if (!s) return;
+    lv.chars += s.length;
+    // A huge reply is shown whole once recorded; live, its start only.
+    if (lv.chars > LIVE_MAX) {
+      if (!lv.capped) { lv.capped = true; lv.text.append(document.createTextNode('\n… (the rest shows when the reply is recorded)')); }
+      return;
+    }
+    pre.append(document.createTextNode(s));
+  };
+  add(lv.reasoning, p.reasoning);
+  add(lv.text, p.content);
+  if (p.tool_name) add(lv.text, '\n' + p.tool_name + '(');
+  add(lv.text, p.tool_args);
+  c.status.textContent = ' · generating ' + lv.chars + ' chars' + (lv.missed ? ' (some pieces missed)' : '') + '…';
+  // The live box shows the reply being generated without opening the call.
+  run.liveCall = key;
+  const box = $('live-reply');
+  $('live-reply-box').hidden = false;
+  $('live-reply-title').textContent = 'step ' + (p.step ?? c.step) + ' · generating';
+  clear(box);
+  const shown = (lv.reasoning.textContent ? '[reasoning] ' + tailOf(lv.reasoning.textContent, 2000) + '\n\n' : '') + tailOf(lv.text.textContent, LIVE_KEEP);
+  box.append(document.createTextNode(shown));
+  box.scrollTop = box.scrollHeight;
+}
+
+function tailOf(s, n) { return s.length > n ? '…' + s.slice(s.length - n) : s; }
+
+// endLive removes a call's live pieces once its reply is recorded.
+function endLive(run, key, c) {
+  c.finished = true;
+  if (c.live) {
+    for (const n of [c.live.reasoning.previousSibling, c.live.reasoning, c.live.text]) if (n) n.remove();
+    c.live = null;
+  }
+  if (run.liveCall === key) {
+    run.liveCall = null;
+    clear($('live-reply'));
+    $('live-reply-box').hidden = true;
+  }
 }
 
 function modelResponded(run, d) {
@@ -475,6 +585,7 @@ function modelResponded(run, d) {
     run.m.modelCalls--;
     c = run.calls.get(key);
   }
+  endLive(run, key, c);
   const u = d.usage || {};
   c.status.textContent = d.error
     ? ' · error'
@@ -482,10 +593,31 @@ function modelResponded(run, d) {
   if (d.error) { c.status.className = 'err'; run.m.modelErrors++; }
   c.resp.append(el('div', { class: 'role' }, 'response' + (d.http_status ? ' (HTTP ' + d.http_status + ')' : '')));
   if (d.error) c.resp.append(el('pre', { class: 'err' }, d.error));
-  if (d.text !== undefined && d.text !== '') c.resp.append(el('pre', null, d.text));
+  if (d.reasoning || d.reasoning_blob) {
+    // The model's reasoning, collapsed: often long, but worth auditing.
+    const src = d.reasoning_source ? ' (' + d.reasoning_source + ')' : '';
+    const size = d.reasoning ? d.reasoning.split('\n').length + ' lines' : d.reasoning_blob.size + ' bytes';
+    const rd = el('details', { class: 'reasoning' }, el('summary', null, 'reasoning' + src + ' · ' + size));
+    if (d.reasoning) rd.append(el('pre', null, d.reasoning));
+    if (d.reasoning_blob) rd.append(blobButton('load reasoning', d.reasoning_blob));
+    c.resp.append(rd);
+  }
+  if (d.text !== undefined && d.text !== '') c.resp.append(el('pre', { class: 'reply-text' }, d.text));
   if (d.text_blob) c.resp.append(blobButton('load response', d.text_blob));
+  for (const tc of d.tool_calls || []) {
+    c.resp.append(el('div', { class: 'role' }, 'tool call' + (tc.id ? ' ' + tc.id : '')),
+      el('pre', { class: 'tool-call' }, (tc.name || '?') + ' ' + prettyArgs(tc.arguments)));
+  }
+  if (d.dropped && d.dropped.length) {
+    c.resp.append(el('div', { class: 'hint' }, 'the server refused ' + d.dropped.join(', ') + '; sent again without'));
+  }
   const scope = d.scope || 'unknown';
   run.m.tokens[scope] = (run.m.tokens[scope] || 0) + (u.total || 0);
+}
+
+// prettyArgs indents a tool call's JSON arguments, or shows them as sent.
+function prettyArgs(a) {
+  try { return JSON.stringify(JSON.parse(a), null, 2); } catch (_) { return String(a ?? ''); }
 }
 
 // ---- auditor ---------------------------------------------------------------
@@ -577,6 +709,46 @@ async function loadGlobalMetrics() {
   } catch (_) { /* try again later */ }
 }
 
+// ---- model settings of a run started here --------------------------------------
+
+const MODEL_FIELDS = ['tool-protocol', 'temperature', 'top-p', 'max-tokens', 'seed', 'stream'];
+
+// modelSettingsFromForm is the model member of the start request: only
+// the fields filled in (the others keep the template's settings).
+function modelSettingsFromForm() {
+  const m = {};
+  const v = (id) => $(id).value.trim();
+  if (v('tool-protocol')) m.tool_protocol = v('tool-protocol');
+  if (v('temperature') !== '') m.temperature = parseFloat(v('temperature'));
+  if (v('top-p') !== '') m.top_p = parseFloat(v('top-p'));
+  if (v('max-tokens') !== '') m.max_tokens = parseInt(v('max-tokens'), 10);
+  if (v('seed') !== '') m.seed = parseInt(v('seed'), 10);
+  if (v('stream') === 'on') m.stream = true;
+  if (v('stream') === 'off') m.stream = false;
+  return m;
+}
+
+// showModelSettings fills the fields from a submitted run's model.
+function showModelSettings(m) {
+  $('tool-protocol').value = m.tool_protocol || '';
+  $('temperature').value = m.temperature ?? '';
+  $('top-p').value = m.top_p ?? '';
+  $('max-tokens').value = m.max_tokens || '';
+  $('seed').value = m.seed ?? '';
+  $('stream').value = m.stream === undefined ? '' : (m.stream ? 'on' : 'off');
+}
+
+// templateSettings shows the template's settings as the fields' placeholders.
+function templateSettings(ms) {
+  ms = ms || {};
+  $('temperature').placeholder = ms.temperature ?? 'server';
+  $('top-p').placeholder = ms.top_p ?? 'server';
+  $('max-tokens').placeholder = ms.max_tokens ?? 'server';
+  $('seed').placeholder = ms.seed ?? 'none';
+  $('tool-protocol').options[0].textContent = 'default (' + (ms.tool_protocol || 'auto') + ')';
+  $('stream').options[0].textContent = 'default (' + (ms.stream === false ? 'off' : 'on') + ')';
+}
+
 // ---- start -----------------------------------------------------------------
 
 async function init() {
@@ -589,6 +761,7 @@ async function init() {
     templateText = settingsText(c.model, c.auditor, c.verifyfast, c.network);
     $('template').textContent = templateText;
     $('max-steps').placeholder = String(c.max_steps ?? 0);
+    templateSettings(c.model_settings);
     if (!token) $('token').placeholder = 'token (see ' + c.token_file + ')';
   } catch (_) { /* the panels still work */ }
   await loadSessions();
