@@ -37,7 +37,7 @@ type ToolSpec struct {
 // discipline is the schema of the three arguments every tool takes, as
 // JSON members (with a leading comma) placed after the tool's own.
 const (
-	thoughtProp = `"thought":{"type":"string","description":"THOUGHT: what you know so far, what you do next and why (one or two sentences)."}`
+	thoughtProp     = `"thought":{"type":"string","description":"THOUGHT: what you know so far, what you do next and why (one or two sentences)."}`
 	disciplineProps = `,"evidence_used":{"type":"array","items":{"type":"string"},"description":"EVIDENCE_USED: the evidence ids (ev_0001, ev_0002, ...) your thought and this call rely on; [] for none. Cite only ids you have seen."}` +
 		`,"status_update":{"type":"string","description":"STATUS_UPDATE: continuing, UNRESOLVED(<what is missing>) or RESOLVED."}`
 )
