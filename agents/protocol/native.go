@@ -359,24 +359,38 @@ func nativeMessage(e FormatError, name string) FormatError {
 
 // canonicalCall is the step's action for a tool call:
 // {"tool":NAME,"args":{…}} with the call's own arguments (thought,
-// evidence_used and status_update are the step's other fields), members
-// in key order.
+// evidence_used and status_update are the step's other fields), on one
+// line, members in key order, strings re-encoded without escapes other
+// than JSON's own (so "&&" reads as written).
 func canonicalCall(name string, args map[string]json.RawMessage) string {
-	compact := make(map[string]json.RawMessage, len(args))
+	vals := make(map[string]any, len(args))
 	for k, v := range args {
-		var b bytes.Buffer
-		if json.Compact(&b, v) == nil {
-			v = b.Bytes()
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.UseNumber()
+		var x any
+		if d.Decode(&x) != nil {
+			x = v // cannot happen: v came out of a valid object
 		}
-		compact[k] = v
+		vals[k] = x
 	}
-	return `{"tool":` + string(mustJSON(name)) + `,"args":` + string(mustJSON(compact)) + `}`
+	return `{"tool":` + encodeJSON(name) + `,"args":` + encodeJSON(vals) + `}`
+}
+
+// encodeJSON encodes v on one line without HTML escaping.
+func encodeJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // strings, numbers and maps of them always encode
+		panic(err)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // canonicalBroken is the action of a call whose arguments do not parse:
 // the arguments text as a JSON string.
 func canonicalBroken(tc catalog.ToolCall) string {
-	return `{"tool":` + string(mustJSON(tc.Name)) + `,"arguments":` + string(mustJSON(tc.Arguments)) + `}`
+	return `{"tool":` + encodeJSON(tc.Name) + `,"arguments":` + encodeJSON(tc.Arguments) + `}`
 }
 
 func mustJSON(v any) json.RawMessage {
