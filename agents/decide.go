@@ -609,13 +609,17 @@ func (a *Agent) formatFeedback(ctx context.Context, v *runView, st catalog.Agent
 // reply that was ignored (a text action beside the tool call that ran, a
 // tool call beside the text that was read), or "".
 func (a *Agent) notice(ctx context.Context, v *runView, st catalog.AgentStep) string {
-	reply, ok, err := a.recorded(ctx, v, st.ModelCallID)
-	if err != nil || !ok {
+	r, ok := v.model[st.ModelCallID]
+	if !ok {
 		return ""
 	}
-	native := st.Protocol == catalog.ToolProtocolNative && strings.TrimSpace(reply.Text) != ""
-	text := st.Protocol != catalog.ToolProtocolNative && len(reply.ToolCalls) > 0
+	native := st.Protocol == catalog.ToolProtocolNative && (strings.TrimSpace(r.Text) != "" || r.TextBlob != nil)
+	text := st.Protocol != catalog.ToolProtocolNative && len(r.ToolCalls) > 0
 	if !native && !text {
+		return "" // nothing beside the part that was read: no need to read it again
+	}
+	reply, ok, err := a.recorded(ctx, v, st.ModelCallID)
+	if err != nil || !ok {
 		return ""
 	}
 	turn, _ := protocol.ParseReply(v.modeAt(st.Step), reply)

@@ -476,3 +476,19 @@ func TestNativeKilledAfterModelCallResumes(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeToolsRefusedFailsWithAdvice: a run set to native on a server
+// that refuses tools fails at once (a 400 is not retried) and says what to
+// change.
+func TestNativeToolsRefusedFailsWithAdvice(t *testing.T) {
+	h := newHarness(t, scriptedmodel.WithFallback(scriptedmodel.Reply{Status: 400, ErrorMessage: "tools are not supported"}))
+	h.start(h.newAgent("a1"))
+	h.submit("run-native-refused", catalog.RunConfig{Model: catalog.ModelConfig{BaseURL: h.model.URL(), Name: "scripted", ToolProtocol: catalog.ToolProtocolNative}})
+	fin := h.waitFinished("run-native-refused")
+	if fin.Outcome != catalog.OutcomeFailed || !strings.Contains(fin.Reason, "tools are not supported") || !strings.Contains(fin.Reason, "--tool-protocol text or auto") {
+		t.Fatalf("finished = %+v", fin)
+	}
+	if n := h.model.Count(); n != 1 {
+		t.Errorf("%d model calls, want 1", n)
+	}
+}
