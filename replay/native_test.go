@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/scriptedmodel"
@@ -57,5 +58,40 @@ func TestReexecuteNativeToolRun(t *testing.T) {
 				t.Errorf("result = %+v", res)
 			}
 		})
+	}
+}
+
+// TestReexecuteRecordingFromBeforeToolProtocols: a text run recorded
+// before runs had a tool_protocol setting (none in its task, no agent call
+// offering tools) is re-executed with the text protocol, not with auto
+// (today's default, whose prompt differs): nothing diverges.
+func TestReexecuteRecordingFromBeforeToolProtocols(t *testing.T) {
+	const runID = "rec-old-text"
+	srv, b := bustest.New(t)
+	model := scriptedAgentModel(t, notesOnlyReplies())
+	startAgent(t, srv.ClientURL(), 0)
+	submitTask(t, b, runID, catalog.RunConfig{Task: "What is the answer?", WorkDir: filepath.Join(t.TempDir(), "w"),
+		Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted", ToolProtocol: catalog.ToolProtocolText}, MaxSteps: 10})
+	if fin := waitFinished(t, b, runID, time.Minute); fin.Outcome != catalog.OutcomeResolved {
+		t.Fatalf("recording finished %+v", fin)
+	}
+	old := tamper(t, exportRun(t, b, runID), func(ev *bus.Event, d map[string]any) (bool, bool) {
+		var m map[string]any
+		switch ev.Type {
+		case catalog.TypeTaskSubmitted:
+			m, _ = d["model"].(map[string]any)
+		case catalog.TypeRunStarted:
+			cfg, _ := d["config"].(map[string]any)
+			m, _ = cfg["model"].(map[string]any)
+		}
+		if m == nil {
+			return true, false
+		}
+		delete(m, "tool_protocol")
+		return true, true
+	})
+	res := reexecuteFile(t, old, runID, ReexecuteOptions{StopOnDivergence: true})
+	if res.Diverged() || res.Stopped != "" || res.Steps != 3 || res.End == nil || res.End.Outcome != catalog.OutcomeResolved {
+		t.Fatalf("divergences %+v, stopped %q, result %+v", res.Divergences, res.Stopped, res)
 	}
 }
