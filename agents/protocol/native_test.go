@@ -263,3 +263,29 @@ func TestFeedbackFor(t *testing.T) {
 		t.Error("SummaryCode / Unusable")
 	}
 }
+
+// FuzzParseReplyNative: any tool call, with any text beside it, parses
+// without panicking, to the same turn twice; an unusable error is alone.
+func FuzzParseReplyNative(f *testing.F) {
+	f.Add("shell", shellArgs, "")
+	f.Add("submit", `"{\"answer\":\"x\"}"`, "THOUGHT: t\n{\"tool\":\"shell\",\"command\":\"ls\"}")
+	f.Add("notes_append", `{"text":null,"evidence_used":[1,{}],"status_update":5}`, "")
+	f.Add("", "", "")
+	f.Add("bash", `{"cmd":"a\u0026b","n":1e400}`, "<think>")
+	f.Fuzz(func(t *testing.T, name, args, content string) {
+		r := Reply{Text: content, ToolCalls: []catalog.ToolCall{{ID: "c", Name: name, Arguments: args}}}
+		for _, p := range []catalog.ToolProtocol{native, text, auto} {
+			t1, e1 := ParseReply(p, r)
+			t2, e2 := ParseReply(p, r)
+			if !reflect.DeepEqual(t1, t2) || Summary(e1) != Summary(e2) {
+				t.Fatalf("%s: not deterministic", p)
+			}
+			if len(e1) > 0 && e1[0].Code.Unusable() && len(e1) != 1 {
+				t.Fatalf("%s: unusable error with others: %v", p, e1)
+			}
+			if p == native && len(e1) == 0 && (t1.Action.Tool == "" || t1.Thought == "" || !json.Valid([]byte(t1.Action.Raw))) {
+				t.Fatalf("accepted a call without tool, thought or valid action: %#v", t1)
+			}
+		}
+	})
+}
