@@ -492,3 +492,34 @@ func TestNativeToolsRefusedFailsWithAdvice(t *testing.T) {
 		t.Errorf("%d model calls, want 1", n)
 	}
 }
+
+// TestNativeThoughtFromReasoning: a call without a thought argument takes
+// its THOUGHT from the reply's reasoning, here big enough to be recorded
+// as a blob (read back from the object store), capped.
+func TestNativeThoughtFromReasoning(t *testing.T) {
+	reasoning := "I list the files first. " + strings.Repeat("Then I weigh every source I know of. ", 600)
+	noThought := `{"cmd":"ls","evidence_used":[],"status_update":"continuing"}`
+	r1 := scriptedmodel.Reply{NullContent: true, Reasoning: reasoning, ToolCalls: []scriptedmodel.ToolCall{{Name: "shell", Arguments: noThought}}}
+	h := newHarness(t, scriptedmodel.WithRules(byStepReply(map[int]scriptedmodel.Reply{
+		1: r1,
+		2: toolCall("submit", callArgs("answer", "done", []string{"ev_0001"}, "RESOLVED")),
+	})))
+	h.tools(echoTools)
+	h.start(h.newAgent("a1"))
+	h.submit("run-reasoning", catalog.RunConfig{Model: catalog.ModelConfig{BaseURL: h.model.URL(), Name: "scripted", ToolProtocol: catalog.ToolProtocolNative}})
+	if fin := h.waitFinished("run-reasoning"); fin.Outcome != catalog.OutcomeResolved {
+		t.Fatalf("finished = %+v", fin)
+	}
+	ds := h.events("run-reasoning")
+	var blob bool
+	for _, r := range ofType[*catalog.ModelResponded](ds) {
+		blob = blob || (r.CallID == "agent-s0001" && r.ReasoningBlob != nil)
+	}
+	if !blob {
+		t.Fatal("the reasoning of step 1 was not recorded as a blob")
+	}
+	st := ofType[*catalog.AgentStep](ds)[0]
+	if st.FormatError != "" || !strings.HasPrefix(st.Thought, "I list the files first.") || len(st.Thought) > 4200 || !strings.Contains(st.Thought, "bytes omitted") {
+		t.Errorf("step 1: thought of %d bytes %.80q, format error %q", len(st.Thought), st.Thought, st.FormatError)
+	}
+}
