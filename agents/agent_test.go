@@ -331,8 +331,8 @@ func TestRunResolvesWithEvidenceAndNotes(t *testing.T) {
 	}
 	if started.SystemPrompt == nil {
 		t.Error("run.started does not record the system prompt")
-	} else if text, err := h.bus.GetBlob(context.Background(), started.SystemPrompt.Digest); err != nil || string(text) != protocol.SystemPrompt() {
-		t.Errorf("system prompt blob: %v, %d bytes, want the %d of protocol.SystemPrompt()", err, len(text), len(protocol.SystemPrompt()))
+	} else if text, err := h.bus.GetBlob(context.Background(), started.SystemPrompt.Digest); err != nil || string(text) != protocol.SystemPromptFor("") {
+		t.Errorf("system prompt blob: %v, %d bytes, want the %d of the auto prompt", err, len(text), len(protocol.SystemPromptFor("")))
 	} else if got := h.model.Requests()[0].Messages[0].Text; got != string(text) {
 		t.Error("the recorded system prompt is not the one the model got")
 	}

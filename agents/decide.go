@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vera-run/vera/agents/ledger"
@@ -11,6 +12,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/llmbus"
 )
 
 // excerptCap bounds the excerpt of an evidence line.
@@ -79,7 +81,7 @@ func (a *Agent) start(ctx context.Context, v *runView) error {
 		fill(&cfg.Auditor.StopScore, DefaultAuditStopScore)
 	}
 	// The system prompt in force, by digest (the same text, the same blob).
-	sys, err := a.Bus.PutBlob(ctx, []byte(protocol.SystemPrompt()), "text/plain; charset=utf-8")
+	sys, err := a.Bus.PutBlob(ctx, []byte(protocol.SystemPromptFor(cfg.Model.ToolProtocol)), "text/plain; charset=utf-8")
 	if err != nil {
 		return fmt.Errorf("store the system prompt: %w", err)
 	}
@@ -170,6 +172,10 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 		reason := "finalization stop: " + strings.Join(eff.Messages, " ")
 		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, strings.TrimSpace(reason), "", st.Step, cause, "agent/run.finished")
 	case st.FormatError != "":
+		if v.unusableStreak(last) {
+			reason := fmt.Sprintf("the model's last %d replies were unusable, each the same format error: %s", protocol.UnusableLimit, st.FormatError)
+			return true, a.finish(ctx, v, catalog.OutcomeUnresolved, reason, "", st.Step, cause, "agent/run.finished/unusable")
+		}
 		return false, nil
 	}
 	switch st.ActionTool {
@@ -353,7 +359,8 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 	}
 
 	callID := CallID(n)
-	text, ok, err := a.recorded(ctx, v, callID)
+	mode := v.modeAt(n)
+	reply, ok, err := a.recorded(ctx, v, callID)
 	if err != nil {
 		return false, err
 	}
@@ -362,16 +369,27 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 		if err != nil {
 			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model client: "+err.Error(), "", n-1, cause.ID, "agent/run.finished/failed", fenced(a.fence(v)))
 		}
-		resp, err := client.Complete(ctx, llm.Request{
+		req := llm.Request{
 			Model:    cfg.Model.Name,
 			Messages: toLLM(a.prompt(ctx, v, n)),
+			Sampling: llmbus.Sampling(cfg.Model),
 			RunID:    v.runID,
 			Scope:    string(catalog.ScopeAgent),
 			Step:     n,
 			CallID:   callID,
 			Purpose:  "step",
 			CauseID:  cause.ID,
-		})
+		}
+		switch mode {
+		case catalog.ToolProtocolNative:
+			req.Tools = nativeTools
+		case catalog.ToolProtocolAuto:
+			req.Tools, req.Optional = nativeTools, true
+		}
+		if a.cfg.Deltas != nil {
+			req.OnDelta = a.cfg.Deltas(v.runID, n, callID)
+		}
+		resp, err := client.Complete(ctx, req)
 		if callErr := err; callErr != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
@@ -385,7 +403,11 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 			if l := v.lastStep(); v.finished != nil || (l != nil && l.data.Step >= n) {
 				return false, nil
 			}
-			return true, a.finish(ctx, v, catalog.OutcomeFailed, "model call failed: "+callErr.Error(), "", n-1, cause.ID, "agent/run.finished/failed", fenced(a.fence(v)))
+			reason := "model call failed: " + callErr.Error()
+			if mode == catalog.ToolProtocolNative && refusedTools(callErr) {
+				reason += " (the server seems to refuse native tools: run with --tool-protocol text or auto)"
+			}
+			return true, a.finish(ctx, v, catalog.OutcomeFailed, reason, "", n-1, cause.ID, "agent/run.finished/failed", fenced(a.fence(v)))
 		}
 		if a.afterModel != nil {
 			if err := a.afterModel(v.runID, n); err != nil {
@@ -401,11 +423,12 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 		if l := v.lastStep(); v.finished != nil || (l != nil && l.data.Step >= n) {
 			return false, nil // someone else went on
 		}
-		switch t, ok, err := a.recorded(ctx, v, callID); {
+		mode = v.modeAt(n)
+		switch r, ok, err := a.recorded(ctx, v, callID); {
 		case err != nil:
 			return false, err
 		case ok:
-			text = t
+			reply = r
 		case v.asked[callID]:
 			// The client records its calls, and this reply's record was
 			// not stored (the bus refused it beyond its publish budget).
@@ -413,11 +436,24 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 			// or replay: fail, and the redelivered step calls again.
 			return false, fmt.Errorf("step %d: the model's reply (call %s) could not be recorded on the bus; the step is retried", n, callID)
 		default:
-			text = resp.Text // the client records nothing
+			reply = replyOf(resp) // the client records nothing
 		}
 	}
 
-	step := a.parseStep(v, n, text)
+	// tool_protocol auto: the first reply that shows which protocol works
+	// decides, once; the decision is stored before the step it comes
+	// from (a restart reads it back: modeAt).
+	if mode == catalog.ToolProtocolAuto {
+		if p, why, ok := protocol.Decide(reply); ok {
+			d := catalog.AgentProtocol{Requested: catalog.ToolProtocolAuto, Protocol: p, Reason: why, Step: n, ModelCallID: callID}
+			if err := a.publish(ctx, v, d, bus.DeriveID(v.runID, cause.ID, fmt.Sprintf("agent/protocol/%d", n)), cause.ID); err != nil {
+				return false, err
+			}
+			mode = p
+		}
+	}
+
+	step := a.parseStep(v, n, mode, reply)
 	eff := ledger.Summarize(ledger.Decide(*v.state, ledger.ProposedFrom(step)))
 	if step.FormatError == "" && step.ActionTool == catalog.ActionShell && !eff.Block {
 		step.RequestID = RequestID(n)
@@ -426,31 +462,78 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 	return false, a.publish(ctx, v, step, id, cause.ID) // fenced on the run
 }
 
-// recorded returns the text of a successful recorded agent model call.
-func (a *Agent) recorded(ctx context.Context, v *runView, callID string) (string, bool, error) {
+// recorded returns the reply of a successful recorded agent model call,
+// whole: its text and reasoning (read from their blobs when large), its
+// tool calls, whether the server refused the tools, its finish reason. A
+// restarted agent and a replay parse exactly what the live agent parsed.
+func (a *Agent) recorded(ctx context.Context, v *runView, callID string) (protocol.Reply, bool, error) {
 	r, ok := v.model[callID]
 	if !ok {
-		return "", false, nil
+		return protocol.Reply{}, false, nil
 	}
-	if r.TextBlob == nil {
-		return r.Text, true, nil
+	out := protocol.Reply{
+		Text: r.Text, Reasoning: r.Reasoning, ReasoningSource: r.ReasoningSource,
+		ToolCalls: r.ToolCalls, ToolsRefused: slices.Contains(r.Dropped, llm.FeatureTools), FinishReason: r.FinishReason,
 	}
-	data, err := a.Bus.GetBlob(ctx, r.TextBlob.Digest)
-	if err != nil {
-		return "", false, fmt.Errorf("read recorded reply of %s: %w", callID, err)
+	if r.TextBlob != nil {
+		data, err := a.Bus.GetBlob(ctx, r.TextBlob.Digest)
+		if err != nil {
+			return protocol.Reply{}, false, fmt.Errorf("read recorded reply of %s: %w", callID, err)
+		}
+		out.Text = string(data)
 	}
-	return string(data), true, nil
+	if r.ReasoningBlob != nil {
+		data, err := a.Bus.GetBlob(ctx, r.ReasoningBlob.Digest)
+		if err != nil {
+			return protocol.Reply{}, false, fmt.Errorf("read recorded reasoning of %s: %w", callID, err)
+		}
+		out.Reasoning = string(data)
+	}
+	return out, true, nil
 }
 
-// parseStep turns a model reply into the step event.
-func (a *Agent) parseStep(v *runView, n int, text string) catalog.AgentStep {
-	turn, errs := protocol.Parse(text)
+// replyOf is the reply of a response that was not recorded.
+func replyOf(resp llm.Response) protocol.Reply {
+	out := protocol.Reply{Text: resp.Text, Reasoning: resp.Reasoning, ReasoningSource: resp.ReasoningSource,
+		ToolsRefused: slices.Contains(resp.Dropped, llm.FeatureTools), FinishReason: resp.FinishReason}
+	for _, tc := range resp.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, catalog.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+	}
+	return out
+}
+
+// nativeTools are the agent's tools as offered to the model.
+var nativeTools = func() []llm.Tool {
+	var out []llm.Tool
+	for _, t := range protocol.Tools() {
+		out = append(out, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	return out
+}()
+
+// refusedTools reports whether a model call's error looks like a server
+// refusing native tools (an HTTP 4xx naming them).
+func refusedTools(err error) bool {
+	var apiErr *llm.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status < 400 || apiErr.Status >= 500 {
+		return false
+	}
+	msg := strings.ToLower(apiErr.Message)
+	return strings.Contains(msg, "tool") || strings.Contains(msg, "function")
+}
+
+// parseStep turns a model reply, read with protocol mode, into the step
+// event.
+func (a *Agent) parseStep(v *runView, n int, mode catalog.ToolProtocol, reply protocol.Reply) catalog.AgentStep {
+	turn, errs := protocol.ParseReply(mode, reply)
 	st := catalog.AgentStep{
 		Step:         n,
 		Thought:      turn.Thought,
 		Action:       turn.Action.Raw,
 		StatusUpdate: turn.StatusUpdate.String(),
 		ModelCallID:  CallID(n),
+		Protocol:     turn.Protocol,
+		ToolCallID:   turn.ToolCallID,
 	}
 	for _, id := range turn.EvidenceUsed {
 		if v.evIDs[id] {
@@ -478,6 +561,7 @@ func (a *Agent) parseStep(v *runView, n int, text string) catalog.AgentStep {
 // prompt assembles the messages of step n from the run's events.
 func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Message {
 	c := protocol.Context{
+		SystemPrompt:    protocol.SystemPromptFor(v.requested()),
 		Task:            v.config().Task,
 		Notes:           v.notesText(),
 		OpenConstraints: v.state.OpenConstraints(),
@@ -488,7 +572,9 @@ func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Messag
 	var fb []string
 	if last := v.lastStep(); last != nil {
 		if last.data.FormatError != "" {
-			fb = append(fb, a.formatFeedback(ctx, v, last.data))
+			fb = append(fb, a.formatFeedback(ctx, v, last.data, n))
+		} else if notice := a.notice(ctx, v, last.data); notice != "" {
+			fb = append(fb, notice)
 		}
 		for _, p := range v.policy[last.data.Step] {
 			if p.Message != "" {
@@ -508,14 +594,36 @@ func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Messag
 }
 
 // formatFeedback re-parses the recorded reply of a step with a format
-// error to render the full feedback; the step's summary is the fallback.
-func (a *Agent) formatFeedback(ctx context.Context, v *runView, st catalog.AgentStep) string {
-	if text, ok, err := a.recorded(ctx, v, st.ModelCallID); err == nil && ok {
-		if _, errs := protocol.Parse(text); len(errs) > 0 {
-			return protocol.Feedback(errs)
+// error to render the full feedback for step n (its reminder shows the
+// protocol of step n); the step's summary is the fallback.
+func (a *Agent) formatFeedback(ctx context.Context, v *runView, st catalog.AgentStep, n int) string {
+	if reply, ok, err := a.recorded(ctx, v, st.ModelCallID); err == nil && ok {
+		if _, errs := protocol.ParseReply(v.modeAt(st.Step), reply); len(errs) > 0 {
+			return protocol.FeedbackFor(v.modeAt(n), errs)
 		}
 	}
 	return "FORMAT ERROR: your previous reply was not executed (no tool ran): " + st.FormatError
+}
+
+// notice returns what the model should know about the part of step st's
+// reply that was ignored (a text action beside the tool call that ran, a
+// tool call beside the text that was read), or "".
+func (a *Agent) notice(ctx context.Context, v *runView, st catalog.AgentStep) string {
+	r, ok := v.model[st.ModelCallID]
+	if !ok {
+		return ""
+	}
+	native := st.Protocol == catalog.ToolProtocolNative && (strings.TrimSpace(r.Text) != "" || r.TextBlob != nil)
+	text := st.Protocol != catalog.ToolProtocolNative && len(r.ToolCalls) > 0
+	if !native && !text {
+		return "" // nothing beside the part that was read: no need to read it again
+	}
+	reply, ok, err := a.recorded(ctx, v, st.ModelCallID)
+	if err != nil || !ok {
+		return ""
+	}
+	turn, _ := protocol.ParseReply(v.modeAt(st.Step), reply)
+	return turn.Notice
 }
 
 func tailAction(st catalog.AgentStep) string {

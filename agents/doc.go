@@ -43,10 +43,30 @@
 //     and policy messages) and call the model (scope agent, the call's
 //     cause the event that enabled the step, so that its model I/O events
 //     have derived ids). A model error after the client's retries ends
-//     the run FAILED. The reply is parsed (protocol.Parse) into
-//     vera.agent.step, with format_error when invalid (then no tool runs
-//     and the errors are fed back next turn), and request_id set when the
-//     shell action passes the policy gates.
+//     the run FAILED. The reply is parsed (protocol.ParseReply, with the
+//     run's tool protocol) into vera.agent.step, with format_error when
+//     invalid (then no tool runs and the errors are fed back next turn),
+//     and request_id set when the shell action passes the policy gates.
+//     Three identical unusable replies in a row (protocol.Code.Unusable:
+//     empty, reasoning only, a tool call the protocol cannot use) end the
+//     run UNRESOLVED with the error's message instead.
+//
+// # Tool protocols
+//
+// The run's model setting tool_protocol (auto when empty) decides the
+// system prompt (protocol.SystemPromptFor, recorded in vera.run.started)
+// and whether a step's call offers the tools (protocol.Tools): native
+// always, auto (as optional: a server refusing them is asked again
+// without) until the run is decided, text never. In auto, the first reply
+// that tells (protocol.Decide) is recorded as vera.agent.protocol, with an
+// id derived from the step's cause, before that step; the view reads it
+// back (runView.modeAt), so a restarted or second worker reads every later
+// reply the same way. Each call also sends the run's sampling settings
+// (llmbus.Sampling) and, when Config.Deltas is set, passes the streamed
+// pieces of the reply to it. The reply the step is parsed from is always
+// the recorded one (vera.model.responded, its text and reasoning from
+// their blobs, its tool calls, the tools it dropped), so that the live
+// agent, a restarted one and a re-execution parse the same thing.
 //
 // # One writer per decision
 //

@@ -2,6 +2,7 @@ package agents_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,13 +31,41 @@ import (
 // and a real container: the commands run, cd and export persist from one
 // step to the next, and the output comes back as evidence. It is skipped
 // without Docker (see dockertest.Client), unless VERA_REQUIRE_DOCKER=1.
+// The model answers in the text format (the run's tool_protocol is auto,
+// the default, which the first reply decides as text).
 func TestEndToEndWithSandbox(t *testing.T) {
+	e2eWithSandbox(t, "e2e-agent-sandbox", "", func(step int, action string) scriptedmodel.Reply {
+		return scriptedmodel.Text("THOUGHT: go\n" + action + "\nEVIDENCE_USED: none\nSTATUS_UPDATE: continuing\n")
+	})
+}
+
+// TestEndToEndWithSandboxNative is TestEndToEndWithSandbox with native
+// tool calls: tool_protocol native, and auto deciding native.
+func TestEndToEndWithSandboxNative(t *testing.T) {
+	asCall := func(step int, action string) scriptedmodel.Reply {
+		var a struct {
+			Tool string         `json:"tool"`
+			Args map[string]any `json:"args"`
+		}
+		if err := json.Unmarshal([]byte(action), &a); err != nil {
+			t.Fatal(err)
+		}
+		a.Args["thought"], a.Args["evidence_used"], a.Args["status_update"] = "go", []string{}, "continuing"
+		args, _ := json.Marshal(a.Args)
+		return scriptedmodel.Reply{NullContent: true, ToolCalls: []scriptedmodel.ToolCall{{Name: a.Tool, Arguments: string(args)}}}
+	}
+	t.Run("native", func(t *testing.T) { e2eWithSandbox(t, "e2e-native-sandbox", catalog.ToolProtocolNative, asCall) })
+	t.Run("auto", func(t *testing.T) { e2eWithSandbox(t, "e2e-auto-sandbox", catalog.ToolProtocolAuto, asCall) })
+}
+
+// e2eWithSandbox runs a three-step research run through real sandboxd,
+// the model's replies made by answer from each step's action.
+func e2eWithSandbox(t *testing.T, run string, proto catalog.ToolProtocol, answer func(step int, action string) scriptedmodel.Reply) {
 	docker := dockertest.Client(t)
 	img := imagetest.Ensure(t)
 	srv, b := bustest.New(t)
 	log := bustest.Logger(t)
 	root := t.TempDir()
-	const run = "e2e-agent-sandbox"
 	t.Cleanup(func() {
 		ctx := context.Background()
 		list, _ := docker.ContainerList(ctx, container.ListOptions{All: true})
@@ -62,7 +91,10 @@ func TestEndToEndWithSandbox(t *testing.T) {
 			n = max(n, k)
 		}
 		action, ok := replies[n+1]
-		return scriptedmodel.Text("THOUGHT: go\n" + action + "\nEVIDENCE_USED: none\nSTATUS_UPDATE: continuing\n"), ok
+		if !ok {
+			return scriptedmodel.Reply{}, false
+		}
+		return answer(n+1, action), true
 	})))
 
 	d, err := sandboxd.New(bustest.Connect(t, srv.ClientURL(), bus.Options{Source: "sandboxd", ReadOnly: true}), docker, sandboxd.Config{
@@ -111,7 +143,7 @@ func TestEndToEndWithSandbox(t *testing.T) {
 
 	ev, err := b.Events.New(run, catalog.TaskSubmitted{SubmittedBy: "test", RunConfig: catalog.RunConfig{
 		Task: "What number is in answer.txt?", WorkDir: filepath.Join(root, "work"),
-		Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted"},
+		Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted", ToolProtocol: proto},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +153,7 @@ func TestEndToEndWithSandbox(t *testing.T) {
 	}
 
 	var evidence []catalog.EvidenceRecorded
+	var steps []catalog.AgentStep
 	var finished *catalog.RunFinished
 	deadline := time.Now().Add(3 * time.Minute)
 	for finished == nil && time.Now().Before(deadline) {
@@ -129,7 +162,7 @@ func TestEndToEndWithSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		evidence = nil
+		evidence, steps = nil, nil
 		for _, e := range evs {
 			p, err := catalog.Decode(e.Type, e.Data)
 			if err != nil {
@@ -138,6 +171,8 @@ func TestEndToEndWithSandbox(t *testing.T) {
 			switch p := p.(type) {
 			case *catalog.EvidenceRecorded:
 				evidence = append(evidence, *p)
+			case *catalog.AgentStep:
+				steps = append(steps, *p)
 			case *catalog.RunFinished:
 				finished = p
 			}
@@ -151,6 +186,15 @@ func TestEndToEndWithSandbox(t *testing.T) {
 	}
 	if len(evidence) != 2 {
 		t.Fatalf("evidence = %+v", evidence)
+	}
+	want := catalog.ToolProtocolText
+	if proto != "" {
+		want = catalog.ToolProtocolNative
+	}
+	for _, st := range steps {
+		if st.Protocol != want || st.FormatError != "" {
+			t.Errorf("step %d: protocol %q, format error %q; want %s", st.Step, st.Protocol, st.FormatError, want)
+		}
 	}
 	got := fmt.Sprintf("%s|%d", evidence[1].Excerpt, evidence[1].ExitCode)
 	if !strings.Contains(got, "42") || !strings.Contains(got, "/work/sub") || !strings.HasSuffix(got, "|0") {

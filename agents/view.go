@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vera-run/vera/agents/ledger"
+	"github.com/vera-run/vera/agents/protocol"
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 )
@@ -70,6 +71,7 @@ type runView struct {
 	judged   map[int]catalog.AuditJudged       // round → the auditor's judgement
 	fbByRnd  map[int]feedbackRec               // round → the auditor's feedback
 	usage    catalog.TokenUsage
+	decision *catalog.AgentProtocol // the auto protocol's decision (the first one stored)
 
 	state *ledger.State   // fold of every event
 	dirty bool            // the agent published since the read
@@ -183,6 +185,10 @@ func (v *runView) apply(ev bus.Event, seq uint64, p catalog.Payload) {
 		}
 	case *catalog.RunCancelled:
 		v.cancelled = true
+	case *catalog.AgentProtocol:
+		if v.decision == nil {
+			v.decision = d
+		}
 	case *catalog.AgentStep:
 		if _, dup := v.byStep[d.Step]; !dup {
 			v.byStep[d.Step] = len(v.steps)
@@ -285,6 +291,43 @@ func (v *runView) config() catalog.RunConfig {
 		return v.submitted.RunConfig
 	}
 	return catalog.RunConfig{}
+}
+
+// requested returns the run's tool protocol setting (auto when empty).
+func (v *runView) requested() catalog.ToolProtocol {
+	if p := v.config().Model.ToolProtocol; p != "" {
+		return p
+	}
+	return catalog.ToolProtocolAuto
+}
+
+// modeAt returns how the reply of step n is read: the run's setting
+// (text, native), or for auto the decision recorded at or before step n,
+// else auto (not decided yet).
+func (v *runView) modeAt(n int) catalog.ToolProtocol {
+	p := v.requested()
+	if p == catalog.ToolProtocolAuto && v.decision != nil && v.decision.Step <= n {
+		return v.decision.Protocol
+	}
+	return p
+}
+
+// unusableStreak reports whether step last ends a run of
+// protocol.UnusableLimit steps in a row with the same unusable-reply
+// error (the same code and message).
+func (v *runView) unusableStreak(last *stepRec) bool {
+	fe := last.data.FormatError
+	if fe == "" || !protocol.SummaryCode(fe).Unusable() {
+		return false
+	}
+	n := 0
+	for i := v.byStep[last.data.Step]; i >= 0 && n < protocol.UnusableLimit; i-- {
+		if v.steps[i].data.FormatError != fe {
+			break
+		}
+		n++
+	}
+	return n >= protocol.UnusableLimit
 }
 
 // notesText is notes.md as the projector writes it: every append verbatim,

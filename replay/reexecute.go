@@ -233,6 +233,12 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 	e.group.sup.Add(a)
 
 	task := *rec.submitted
+	if task.Model.ToolProtocol == "" && !offeredTools(rec) {
+		// Recorded before the tool protocols existed (no setting, and no
+		// agent call offered tools): the run used the text protocol, which
+		// auto, today's default, would not reproduce (its prompt differs).
+		task.Model.ToolProtocol = catalog.ToolProtocolText
+	}
 	task.WorkDir = res.WorkDir
 	task.SubmittedBy = "replay"
 	task.Labels = maps.Clone(task.Labels)
@@ -492,4 +498,17 @@ func compareEnds(want, got *RunEnd) string {
 		return ""
 	}
 	return "the run ended otherwise: " + strings.Join(diffs, ", ") + " differ"
+}
+
+// offeredTools reports whether any recorded agent model call offered
+// native tools.
+func offeredTools(rec *recording) bool {
+	for _, c := range rec.calls {
+		for _, q := range c.attempts {
+			if q.Scope == catalog.ScopeAgent && len(q.Tools) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -103,6 +103,82 @@
 // bytes were left out ([CapText]). The same Context and Options always give
 // the same bytes.
 //
+// # Tool protocols
+//
+// A run's model setting tool_protocol (catalog.ModelConfig.ToolProtocol)
+// says how the action travels. [ParseReply] reads a [Reply] (what
+// vera.model.responded records: text, reasoning, tool calls, whether the
+// server refused the tools) with the protocol in force; [Turn.Protocol]
+// says how it was read.
+//
+//   - text: the reply format above, in the reply's text. [SystemPrompt] is
+//     the prompt, byte for byte as before native tools existed. Tool calls
+//     beside a text that holds the step are ignored (the text wins;
+//     [Turn.Notice] tells the model).
+//   - native: the agent offers [Tools] as OpenAI function tools (no
+//     tool_choice is sent: the server's default, auto, is the one every
+//     server family accepts) and reads the reply's tool call. The prompt
+//     ([SystemPromptFor] native) is the same guide with its sections on the
+//     reply format, the actions and the examples describing the function
+//     calls.
+//   - auto (the default): the tools are offered as optional (a server that
+//     refuses them with a 4xx gets the call again without them) until the
+//     run is decided; see [Decide].
+//
+// Native calls keep the discipline. Each of the three functions (shell
+// with cmd, notes_append with text, submit with answer) also takes the
+// required arguments thought, evidence_used (a list of ev_ ids, [] for
+// none) and status_update (continuing, UNRESOLVED(reason) or RESOLVED).
+// They are arguments of every call rather than of a wrapper function
+// ("step" with a nested action) because models trained on function calling
+// choose a function by name and fill flat arguments: one function per
+// action is what their chat templates and the servers' tool-call parsers
+// handle best, a nested union is what grammar-constrained decoding handles
+// worst, and a call then reads like the text format's action line. The
+// schema lists thought first, so that a model (and a constrained decoder,
+// which follows the schema's order) states its reason before its action.
+// When thought is missing or blank, the THOUGHT is the reply's text (its
+// THOUGHT line if it has one, else the whole text), else its reasoning
+// (capped at 4 KiB): many servers return a model's words beside a call in
+// the content, and a reasoning model's reasoning is its thought. A missing
+// evidence_used or status_update is a format error, as in the text format.
+//
+// One tool call per step: several calls in one reply are multiple_actions
+// (identical calls count once, as an action written twice does). The
+// call's arguments are validated by the same rules and codes as the text
+// format's action (bad_json, unknown_tool, empty_command, notes_overwrite,
+// …), with messages that name the arguments. The step's action
+// ([Action.Raw]) is the canonical {"tool":NAME,"args":{…}} of the call,
+// without the three discipline arguments (they are the step's other
+// fields), so that everything that reads actions (the action tail, the
+// logic verifier, the ledgers, the projector) reads a native step as a
+// text one. A reply with both a tool call and an action in its text: the
+// tool call wins, and [Turn.Notice] says that the text action was ignored.
+//
+// [Decide] takes the auto decision from the first reply that shows which
+// protocol works: the server refused the tools → text; a tool call →
+// native; no tool call but text that parses in the text format → text. An
+// empty or reasoning-only reply, or text that does not parse, decides
+// nothing: it is a format error and the next step offers the tools again.
+// The agent records the decision once (vera.agent.protocol) before the
+// step it came from and keeps it for the rest of the run. The prompt is
+// fixed by the setting, not by the decision ([SystemPromptFor]): in auto it
+// is the text prompt followed by a section saying that the functions, when
+// offered, may be called instead, so that a model of either kind succeeds
+// from the first step and the prompt prefix never changes within a run.
+//
+// # Unusable replies
+//
+// A reply that carries nothing the protocol can use is one error, alone:
+// empty_reply (no text, reasoning or tool call), reasoning_only,
+// unexpected_tool_call (only tool calls, in the text protocol),
+// missing_tool_call (text but no call, in the native protocol) and
+// unterminated_think ([Code.Unusable]). Its message says what the server
+// sent and what to change (max_tokens, thinking off, llama.cpp's --jinja,
+// --tool-protocol), and depends only on the protocol and the reply's shape,
+// so that the same fault gives the same message: after [UnusableLimit]
+// identical ones in a row the agent ends the run UNRESOLVED with it.
+//
 // What this package does not decide: whether cited ids exist in the run's
 // ledger, the notes gate, the step budget and the other policy rules. Those
 // belong to the agent, which feeds their messages back through

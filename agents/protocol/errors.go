@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"strings"
+
+	"github.com/vera-run/vera/bus/catalog"
 	"unicode/utf8"
 )
 
@@ -49,6 +51,16 @@ const (
 	// CodeBadStatusUpdate: STATUS_UPDATE is not RESOLVED, UNRESOLVED(reason)
 	// or continuing, or UNRESOLVED has no reason.
 	CodeBadStatusUpdate Code = "bad_status_update"
+	// CodeReasoningOnly: the reply held reasoning (reasoning_content,
+	// reasoning, a <think> block, Harmony's analysis channel) and nothing
+	// else: no answer text and no tool call.
+	CodeReasoningOnly Code = "reasoning_only"
+	// CodeUnexpectedToolCall: the text protocol got a reply that was only
+	// native tool calls, with no text.
+	CodeUnexpectedToolCall Code = "unexpected_tool_call"
+	// CodeMissingToolCall: the native protocol got a reply with text but
+	// no tool call.
+	CodeMissingToolCall Code = "missing_tool_call"
 )
 
 // Codes returns every format error code, in report order.
@@ -58,7 +70,34 @@ func Codes() []Code {
 		CodeMultipleActions, CodeBadJSON, CodeUnknownTool, CodeBadArgs, CodeEmptyCommand,
 		CodeEmptyNotes, CodeNotesOverwrite, CodeEmptyAnswer, CodeMissingEvidenceUsed,
 		CodeBadEvidenceID, CodeMissingStatusUpdate, CodeBadStatusUpdate,
+		CodeReasoningOnly, CodeUnexpectedToolCall, CodeMissingToolCall,
 	}
+}
+
+// Unusable reports whether c says that a reply carried nothing the
+// protocol in force can use (empty_reply, unterminated_think,
+// reasoning_only, unexpected_tool_call, missing_tool_call): the model or
+// the server, not a detail of the format, is at fault. Such an error is
+// always the only one of its reply. The agent ends a run after
+// [UnusableLimit] identical ones in a row.
+func (c Code) Unusable() bool {
+	switch c {
+	case CodeEmptyReply, CodeUnterminatedThink, CodeReasoningOnly, CodeUnexpectedToolCall, CodeMissingToolCall:
+		return true
+	}
+	return false
+}
+
+// UnusableLimit is the number of identical unusable replies in a row
+// (same code and message) after which the agent ends the run UNRESOLVED
+// with that message, instead of spending the step budget.
+const UnusableLimit = 3
+
+// SummaryCode returns the code of the first error of a Summary
+// ("code: message; …").
+func SummaryCode(summary string) Code {
+	c, _, _ := strings.Cut(summary, ":")
+	return Code(c)
 }
 
 // FormatError is one thing wrong with a model reply. Message is written for
@@ -78,12 +117,29 @@ THOUGHT: <what you do next and why>
 EVIDENCE_USED: <ev_NNNN ids, comma-separated, or none>
 STATUS_UPDATE: <continuing | UNRESOLVED(<reason>) | RESOLVED>`
 
+// nativeReminder closes the Feedback text of the native protocol.
+const nativeReminder = `Reply again with exactly one function call: shell (cmd), notes_append (text) or submit (answer), each with
+thought: <what you do next and why>, evidence_used: <list of ev_NNNN ids, or []>, status_update: <continuing | UNRESOLVED(<reason>) | RESOLVED>.`
+
 // Feedback renders format errors as the FEEDBACK text of the next turn:
 // a header saying that nothing ran, one line per error and a reminder of
 // the format. It returns "" when errs is empty.
-func Feedback(errs []FormatError) string {
+func Feedback(errs []FormatError) string { return FeedbackFor(catalog.ToolProtocolText, errs) }
+
+// FeedbackFor is Feedback for the protocol of the next turn: its reminder
+// shows the text format (text), the function call (native), or both
+// (auto, not decided yet).
+func FeedbackFor(p catalog.ToolProtocol, errs []FormatError) string {
 	if len(errs) == 0 {
 		return ""
+	}
+	reminder := formatReminder
+	switch p {
+	case catalog.ToolProtocolNative:
+		reminder = nativeReminder
+	case catalog.ToolProtocolText:
+	default:
+		reminder = formatReminder + "\nor, when functions are offered, " + strings.ToLower(nativeReminder[:1]) + nativeReminder[1:]
 	}
 	var b strings.Builder
 	b.WriteString("FORMAT ERROR: your previous reply was not executed (no tool ran). Fix the following:\n")
@@ -94,7 +150,7 @@ func Feedback(errs []FormatError) string {
 		b.WriteString(e.Message)
 		b.WriteByte('\n')
 	}
-	b.WriteString(formatReminder)
+	b.WriteString(reminder)
 	return b.String()
 }
 

@@ -18,6 +18,17 @@ type Turn struct {
 	Action       Action       // the single action
 	EvidenceUsed []string     // normalised ids (ev_0001…); nil for none
 	StatusUpdate StatusUpdate // the declared epistemic state
+
+	// Protocol says how ParseReply read the reply: native (a tool call) or
+	// text; Parse leaves it empty.
+	Protocol catalog.ToolProtocol
+	// ToolCallID is the id the server gave the tool call read (native).
+	ToolCallID string
+	// Notice, when set, tells the model something about its reply that
+	// was not an error: the part of it that was ignored (a text action
+	// beside a tool call, a tool call in the text protocol). The agent
+	// puts it in the next turn's FEEDBACK.
+	Notice string
 }
 
 // Action is the single tool call of a reply.

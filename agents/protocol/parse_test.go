@@ -233,11 +233,16 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestEveryCodeIsExercised keeps errorCases complete: every code has a
-// case (notes_overwrite has its own test).
+// TestEveryCodeIsExercised keeps errorCases and replyErrorCases
+// complete: every code has a case (notes_overwrite has its own test).
 func TestEveryCodeIsExercised(t *testing.T) {
 	seen := map[Code]bool{CodeNotesOverwrite: true}
 	for _, tc := range errorCases {
+		for _, c := range tc.want {
+			seen[c] = true
+		}
+	}
+	for _, tc := range replyErrorCases {
 		for _, c := range tc.want {
 			seen[c] = true
 		}

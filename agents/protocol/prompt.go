@@ -2,6 +2,8 @@ package protocol
 
 import (
 	_ "embed"
+	"regexp"
+	"strings"
 
 	"github.com/vera-run/vera/bus/catalog"
 )
@@ -14,6 +16,82 @@ var systemPrompt string
 // action shape [Parse] accepts, the evidence discipline, the notes gate, the
 // epistemic states, the negative-claim rules, query mutation and the audit.
 func SystemPrompt() string { return systemPrompt }
+
+//go:embed system_prompt_native.en.txt
+var nativeSections string
+
+//go:embed system_prompt_auto.en.txt
+var autoSection string
+
+// The prompts of the other protocols, built once from the text one.
+var (
+	nativePrompt = replaceSections(systemPrompt, nativeSections)
+	autoPrompt   = systemPrompt + autoSection
+)
+
+// SystemPromptFor returns the system prompt of a run's tool protocol (its
+// setting, not the auto decision: one prompt holds for the whole run, so
+// that the prompt prefix stays the same from step to step):
+//
+//   - text: SystemPrompt(), byte for byte;
+//   - native: the same guide with its sections 2 (replies), 3 (actions)
+//     and 11 (examples) describing the function calls instead of the text
+//     format (system_prompt_native.en.txt);
+//   - auto ("" too): SystemPrompt() followed by a section 12 that lets a
+//     model call the offered functions instead (system_prompt_auto.en.txt),
+//     so that a model of either kind can succeed from the first step: the
+//     text format stays the reference, the prompt is a byte prefix-extension
+//     of the text one.
+func SystemPromptFor(p catalog.ToolProtocol) string {
+	switch p {
+	case catalog.ToolProtocolText:
+		return systemPrompt
+	case catalog.ToolProtocolNative:
+		return nativePrompt
+	default:
+		return autoPrompt
+	}
+}
+
+var sectionRe = regexp.MustCompile(`(?m)^# ([0-9]+)\. `)
+
+// replaceSections returns base with every "# N. " section that repl holds
+// replaced by repl's. A section runs to the next section header.
+func replaceSections(base, repl string) string {
+	split := func(s string) (head string, secs map[string]string, order []string) {
+		idx := sectionRe.FindAllStringSubmatchIndex(s, -1)
+		if len(idx) == 0 {
+			return s, nil, nil
+		}
+		head, secs = s[:idx[0][0]], map[string]string{}
+		for i, m := range idx {
+			end := len(s)
+			if i+1 < len(idx) {
+				end = idx[i+1][0]
+			}
+			n := s[m[2]:m[3]]
+			secs[n] = s[m[0]:end]
+			order = append(order, n)
+		}
+		return head, secs, order
+	}
+	head, secs, order := split(base)
+	_, news, _ := split(repl)
+	var b strings.Builder
+	b.WriteString(head)
+	for _, n := range order {
+		sec := secs[n]
+		if r, ok := news[n]; ok {
+			r = strings.TrimRight(r, "\n") + "\n"
+			if strings.HasSuffix(sec, "\n\n") {
+				r += "\n"
+			}
+			sec = r
+		}
+		b.WriteString(sec)
+	}
+	return b.String()
+}
 
 // Shape is one accepted form of the action JSON, with an example.
 type Shape struct {
