@@ -53,7 +53,8 @@ type Config struct {
 	Models component.Models
 	// Deltas, when set, returns where the pieces of a step's reply go as
 	// they stream in (llm.Request.OnDelta), for live display only: the
-	// record is vera.model.responded. A nil result means none.
+	// record is vera.model.responded. A nil result means none. The
+	// agent calls it with an empty Delta when the call is over.
 	Deltas func(runID string, step int, callID string) func(llm.Delta)
 	// Policy is the base policy; the run's PolicyConfig overrides it.
 	// Zero limits mean ledger's defaults.

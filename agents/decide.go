@@ -390,6 +390,9 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 			req.OnDelta = a.cfg.Deltas(v.runID, n, callID)
 		}
 		resp, err := client.Complete(ctx, req)
+		if req.OnDelta != nil {
+			req.OnDelta(llm.Delta{}) // the end of the reply, for live viewers
+		}
 		if callErr := err; callErr != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
