@@ -566,11 +566,21 @@ func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Messag
 	c := protocol.Context{
 		SystemPrompt:    protocol.SystemPromptFor(v.requested()),
 		Task:            v.config().Task,
-		Notes:           v.notesText(),
 		OpenConstraints: v.state.OpenConstraints(),
 	}
 	for _, s := range v.steps {
 		c.Tail = append(c.Tail, protocol.TailEntry{Step: s.data.Step, Action: tailAction(s.data), Observation: v.observation(s.data)})
+	}
+	// Notes written since the first step the tail shows come after the
+	// tail, so that the prompt only grows at its end while the tail's
+	// page lasts; they join the pinned notes when the page turns.
+	since := 0
+	if i := protocol.TailStart(len(c.Tail), a.cfg.Context); i < len(c.Tail) {
+		since = c.Tail[i].Step
+	}
+	c.Notes, c.NewNotes = v.notesSplit(since)
+	if c.NewNotes != "" {
+		c.NewNotesSince = since
 	}
 	var fb []string
 	if last := v.lastStep(); last != nil {

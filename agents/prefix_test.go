@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vera-run/vera/agents/protocol"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
@@ -90,4 +91,20 @@ func TestPromptPrefixReuse(t *testing.T) {
 	mean /= float64(len(shares))
 	t.Logf("prefix share over %d step pairs: min %.3f, p10 %.3f, median %.3f, mean %.3f; per step: %.2f",
 		len(shares), sorted[0], sorted[len(sorted)/10], sorted[len(sorted)/2], mean, shares)
+	// Step i+2's prompt holds i+1 tail entries. Within a page of the tail
+	// nothing before its end changes: only the last sections (new notes,
+	// feedback) are not part of the next prompt.
+	turns := 0
+	for i, sh := range shares {
+		if protocol.TailStart(i+1, protocol.Options{}) != protocol.TailStart(i, protocol.Options{}) {
+			turns++
+			continue
+		}
+		if sh < 0.95 {
+			t.Errorf("step %d's prompt shares only %.3f of step %d's, within a page of the tail", i+2, sh, i+1)
+		}
+	}
+	if turns > len(shares)/2 {
+		t.Errorf("%d page turns in %d steps", turns, len(shares))
+	}
 }

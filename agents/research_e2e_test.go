@@ -268,7 +268,8 @@ func TestResearchEndToEnd(t *testing.T) {
 		}
 
 		// What the model was told: one call per step, the constraints, the
-		// refusals and the format error fed back, the notes pinned.
+		// refusals and the format error fed back, the notes shown after the
+		// tail while its page lasts, then pinned.
 		if n := h.model.Count(); n != 12 {
 			t.Errorf("%d model calls, want 12", n)
 		}
@@ -277,7 +278,8 @@ func TestResearchEndToEnd(t *testing.T) {
 		for step, want := range map[int]string{
 			1:  "OPEN CONSTRAINTS (hard requirements",
 			2:  "Check at least 2 official (vendor-owned) domains (owned by Acme)",
-			5:  "PINNED notes.md:\n- technews.example search: no Widget 9 article (ev_0001, ev_0002)",
+			5:  "NOTES ADDED SINCE STEP 1 (already in notes.md; pinned above from a later turn on):\n- technews.example search: no Widget 9 article (ev_0001, ev_0002)",
+			8:  "PINNED notes.md:\n- technews.example search: no Widget 9 article (ev_0001, ev_0002)",
 			6:  qm[0].Message,
 			9:  "FORMAT ERROR",
 			11: "Source minimums met: if the search finds nothing, conclude UNRESOLVED(" + wantReason + ")",

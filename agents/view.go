@@ -330,15 +330,21 @@ func (v *runView) unusableStreak(last *stepRec) bool {
 	return n >= protocol.UnusableLimit
 }
 
-// notesText is notes.md as the projector writes it: every append verbatim,
-// each followed by a newline.
-func (v *runView) notesText() string {
-	var b strings.Builder
+// notesSplit is notes.md as the projector writes it (every append
+// verbatim, each followed by a newline) in two parts: the appends made
+// before step since (all of them when since is 0), and those made at it
+// or later.
+func (v *runView) notesSplit(since int) (pinned, recent string) {
+	var p, r strings.Builder
 	for _, n := range v.notes {
+		b := &p
+		if since > 0 && n.Step >= since {
+			b = &r
+		}
 		b.WriteString(n.Text)
 		b.WriteByte('\n')
 	}
-	return b.String()
+	return p.String(), r.String()
 }
 
 // shellEnv returns the cwd and environment of the next agent command: the

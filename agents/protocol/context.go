@@ -26,6 +26,7 @@ const (
 	HeaderNotes       = "PINNED notes.md:"
 	HeaderConstraints = "OPEN CONSTRAINTS (hard requirements; satisfy them before you conclude):"
 	HeaderTail        = "ACTION TAIL (last %d):"
+	HeaderNewNotes    = "NOTES ADDED SINCE STEP %d (already in notes.md; pinned above from a later turn on):"
 	HeaderFeedback    = "FEEDBACK:"
 )
 
@@ -38,8 +39,16 @@ type Context struct {
 	SystemPrompt string
 	// Task is the PRIMARY TASK, verbatim (never clipped).
 	Task string
-	// Notes is the whole notes.md as rebuilt from events (never clipped).
+	// Notes is notes.md as rebuilt from events (never clipped): the
+	// whole of it, or, with NewNotes, the part written before the step
+	// NewNotesSince.
 	Notes string
+	// NewNotes are the appends to notes.md made at step NewNotesSince or
+	// later (never clipped): shown after the action tail, so that the
+	// prompt grows at its end while the tail's page lasts (see TailStart).
+	// Empty = no such section.
+	NewNotes      string
+	NewNotesSince int
 	// OpenConstraints are the policy layer's hard requirements in force,
 	// in the order given; blank ones are skipped.
 	OpenConstraints []string
@@ -60,7 +69,14 @@ type TailEntry struct {
 
 // Options bound the action tail. Zero or negative values mean the defaults.
 type Options struct {
-	TailK          int // entries kept; default 6
+	TailK int // entries kept at most; default 6
+	// TailPage is the step by which the tail's window moves: it starts at
+	// a multiple of TailPage and keeps between TailK-TailPage+1 and TailK
+	// entries, so that for TailPage steps in a row each prompt extends the
+	// one before (a server's prompt cache reuses it) instead of dropping
+	// its oldest entry every step. Default TailK/2; 1 is a window sliding
+	// every step.
+	TailPage       int
 	ObservationCap int // bytes per observation; default 2 KiB
 	ActionCap      int // bytes per action; default 2 KiB
 }
@@ -75,7 +91,23 @@ func (o Options) withDefaults() Options {
 	if o.ActionCap <= 0 {
 		o.ActionCap = DefaultActionCap
 	}
+	if o.TailPage <= 0 {
+		o.TailPage = max(o.TailK/2, 1)
+	}
+	o.TailPage = min(o.TailPage, o.TailK)
 	return o
+}
+
+// TailStart returns the index of the first of n tail entries that Build
+// shows: 0 while n <= TailK, then the smallest multiple of TailPage that
+// leaves at most TailK entries.
+func TailStart(n int, opts Options) int {
+	opts = opts.withDefaults()
+	if n <= opts.TailK {
+		return 0
+	}
+	p := opts.TailPage
+	return (n - opts.TailK + p - 1) / p * p
 }
 
 // Build assembles the messages of one step, always in this order:
@@ -83,9 +115,15 @@ func (o Options) withDefaults() Options {
 //	system: the system prompt
 //	user:   PRIMARY TASK:\n<task>
 //	        \n\nPINNED notes.md:\n<notes, or (empty)>
-//	        \n\nOPEN CONSTRAINTS (…):\n- <constraint>…      only when there are any
 //	        \n\nACTION TAIL (last K):\n<entries, or (no actions yet)>
+//	        \n\nNOTES ADDED SINCE STEP N (…):\n<new notes>  only when not empty
+//	        \n\nOPEN CONSTRAINTS (…):\n- <constraint>…      only when there are any
 //	        \n\nFEEDBACK:\n<feedback>                      only when not empty
+//
+// What changes from one step to the next is at the end: while the tail's
+// page lasts (TailStart), a step's prompt begins with the whole of the
+// previous one but its last sections (new notes, constraints, feedback),
+// which a local server's prompt cache then reuses.
 //
 // Each tail entry is "[step N] ACTION: <action>\nOBSERVATION:\n<observation>",
 // entries separated by a blank line. The task and the notes are copied
@@ -109,27 +147,9 @@ func Build(c Context, opts Options) []Message {
 	b.WriteByte('\n')
 	b.WriteString(orEmpty(strings.Trim(c.Notes, "\r\n"), "(empty)"))
 
-	var cons []string
-	for _, oc := range c.OpenConstraints {
-		if oc = strings.TrimSpace(oc); oc != "" {
-			cons = append(cons, oc)
-		}
-	}
-	if len(cons) > 0 {
-		b.WriteString("\n\n")
-		b.WriteString(HeaderConstraints)
-		for _, oc := range cons {
-			b.WriteString("\n- ")
-			b.WriteString(strings.ReplaceAll(oc, "\n", "\n  "))
-		}
-	}
-
 	b.WriteString("\n\n")
 	fmt.Fprintf(&b, HeaderTail, opts.TailK)
-	tail := c.Tail
-	if len(tail) > opts.TailK {
-		tail = tail[len(tail)-opts.TailK:]
-	}
+	tail := c.Tail[TailStart(len(c.Tail), opts):]
 	if len(tail) == 0 {
 		b.WriteString("\n(no actions yet)")
 	}
@@ -143,6 +163,28 @@ func Build(c Context, opts Options) []Message {
 		b.WriteString(orEmpty(CapText(strings.TrimSpace(e.Action), opts.ActionCap), "(none)"))
 		b.WriteString("\nOBSERVATION:\n")
 		b.WriteString(orEmpty(CapText(strings.Trim(e.Observation, "\r\n"), opts.ObservationCap), "(no output)"))
+	}
+
+	if nn := strings.Trim(c.NewNotes, "\r\n"); strings.TrimSpace(nn) != "" {
+		b.WriteString("\n\n")
+		fmt.Fprintf(&b, HeaderNewNotes, c.NewNotesSince)
+		b.WriteByte('\n')
+		b.WriteString(nn)
+	}
+
+	var cons []string
+	for _, oc := range c.OpenConstraints {
+		if oc = strings.TrimSpace(oc); oc != "" {
+			cons = append(cons, oc)
+		}
+	}
+	if len(cons) > 0 {
+		b.WriteString("\n\n")
+		b.WriteString(HeaderConstraints)
+		for _, oc := range cons {
+			b.WriteString("\n- ")
+			b.WriteString(strings.ReplaceAll(oc, "\n", "\n  "))
+		}
 	}
 
 	if fb := strings.TrimSpace(c.Feedback); fb != "" {

@@ -44,9 +44,11 @@ func goldenContext() Context {
 		TailEntry{Step: 9, Action: `{"tool":"notes_append","args":{"text":"- date (ev_0004)"}}`, Observation: "appended to notes.md"},
 	)
 	return Context{
-		SystemPrompt: "You are VERA (golden test prompt).",
-		Task:         "When was Python 3.13.0 released?\nCite the official page.\n",
-		Notes:        "# Notes\n\n- ev_0004: curl python.org release page\n- date: Oct. 7, 2024 (ev_0004)\n",
+		SystemPrompt:  "You are VERA (golden test prompt).",
+		Task:          "When was Python 3.13.0 released?\nCite the official page.\n",
+		Notes:         "# Notes\n\n- ev_0004: curl python.org release page\n",
+		NewNotes:      "- date: Oct. 7, 2024 (ev_0004)\n",
+		NewNotesSince: 9,
 		OpenConstraints: []string{
 			"Negative claim: check >= 2 official domains and >= 1 independent domain before concluding.",
 			"  ",
@@ -87,7 +89,7 @@ func TestBuildOrderAndSections(t *testing.T) {
 		t.Errorf("user message must start with %q", HeaderTask)
 	}
 	last := -1
-	for _, h := range []string{HeaderTask, HeaderNotes, HeaderConstraints, fmt.Sprintf(HeaderTail, DefaultTailK), HeaderFeedback} {
+	for _, h := range []string{HeaderTask, HeaderNotes, fmt.Sprintf(HeaderTail, DefaultTailK), fmt.Sprintf(HeaderNewNotes, 9), HeaderConstraints, HeaderFeedback} {
 		i := strings.Index(u, h)
 		if i <= last {
 			t.Fatalf("section %q at %d, after %d", h, i, last)
@@ -187,5 +189,37 @@ func TestRenderObservation(t *testing.T) {
 	got = RenderObservation("", catalog.ToolFinished{ExitCode: -1, Denied: true, DenyRule: "notes_md", Error: ""})
 	if got != "exit_code: -1 (refused by the sandbox, rule notes_md; nothing ran)\nstdout: (empty)\nstderr: (empty)" {
 		t.Errorf("denied: %q", got)
+	}
+}
+
+// TestTailPages: the tail's window moves by pages, so that for TailPage
+// steps in a row each prompt begins with the whole previous one but its
+// last sections.
+func TestTailPages(t *testing.T) {
+	for _, tc := range []struct{ n, k, page, start int }{
+		{0, 6, 0, 0}, {6, 6, 0, 0}, {7, 6, 0, 3}, {9, 6, 0, 3}, {10, 6, 0, 6}, {12, 6, 0, 6}, {13, 6, 0, 9},
+		{7, 6, 1, 1}, {8, 6, 1, 2}, // page 1: the sliding window
+		{7, 6, 6, 6}, {12, 6, 6, 6}, {13, 6, 6, 12},
+		{3, 1, 0, 2},
+	} {
+		got := TailStart(tc.n, Options{TailK: tc.k, TailPage: tc.page})
+		if got != tc.start {
+			t.Errorf("TailStart(%d, K=%d, page=%d) = %d, want %d", tc.n, tc.k, tc.page, got, tc.start)
+		}
+		if shown := tc.n - got; tc.n > 0 && (shown < 1 || shown > tc.k) {
+			t.Errorf("n=%d K=%d page=%d shows %d entries", tc.n, tc.k, tc.page, shown)
+		}
+	}
+	var tail []TailEntry
+	prev := ""
+	for n := 1; n <= 20; n++ {
+		tail = append(tail, TailEntry{Step: n, Action: fmt.Sprintf("act %d", n), Observation: fmt.Sprintf("obs %d", n)})
+		u := Build(Context{Task: "t", Notes: "pinned", NewNotes: fmt.Sprintf("new at %d", n), NewNotesSince: n, Feedback: "fb"}, Options{})[1].Content
+		tailEnd := strings.Index(u, "\n\n"+fmt.Sprintf(HeaderNewNotes, n))
+		pageTurn := TailStart(n, Options{}) != TailStart(n-1, Options{})
+		if prevEnd := strings.Index(prev, "\n\nNOTES ADDED"); prev != "" && !pageTurn && !strings.HasPrefix(u[:tailEnd], prev[:prevEnd]) {
+			t.Fatalf("step %d: the prompt does not extend the previous one within a page:\n%s\n---\n%s", n, prev, u)
+		}
+		prev = u
 	}
 }
