@@ -58,12 +58,17 @@ func verifierSet(set *wiring.Set, f verifierFlags, log *slog.Logger) error {
 	set.DeepVerify = &deepverify.Config{}
 	if f.hybrid {
 		set.Judge = func(b *bus.Bus) (*logic.Hybrid, func(), error) {
-			c, err := llm.New(llm.Config{BaseURL: f.judge.baseURL, Model: f.judge.model, APIKeyEnv: f.judge.apiKeyEnv,
-				Recorder: llmbus.New(b, llmbus.Options{Logger: log}), Logger: log})
+			mc, err := f.judgeConfig()
+			if err != nil {
+				return nil, nil, err
+			}
+			cfg := llmbus.Config(mc)
+			cfg.Recorder, cfg.Logger = llmbus.New(b, llmbus.Options{Logger: log}), log
+			c, err := llm.New(cfg)
 			if err != nil {
 				return nil, nil, usageError{err}
 			}
-			return &logic.Hybrid{Judge: c, Model: f.judge.model, Logger: log}, c.Close, nil
+			return &logic.Hybrid{Judge: c, Model: f.judge.model, Logger: log, Sampling: llmbus.Sampling(mc)}, c.Close, nil
 		}
 	}
 	return nil

@@ -131,14 +131,29 @@ func (m *modelSettingsFlags) apply(mc *catalog.ModelConfig) error {
 		}
 	}
 	if err := mc.ValidateSampling(); err != nil {
+		// The message starts with the setting's name: name the flag too.
+		setting, _, _ := strings.Cut(err.Error(), " ")
+		setting = strings.TrimSuffix(setting, ":")
+		if n, ok := settingFlags[setting]; ok && m.fs.Lookup(m.prefix+n) != nil {
+			return fmt.Errorf("%s (%s model settings): %w", flag(n), m.what(), err)
+		}
 		return fmt.Errorf("%s model settings: %w", m.what(), err)
 	}
 	return nil
 }
 
+// settingFlags maps a ModelConfig setting to its flag.
+var settingFlags = map[string]string{
+	"tool_protocol": "tool-protocol", "temperature": "temperature", "top_p": "top-p", "max_tokens": "max-tokens",
+	"stop": "stop", "extra_body": "extra-body", "idle_timeout_ms": "idle-timeout",
+}
+
 func (m *modelSettingsFlags) what() string {
-	if m.prefix == "" {
+	switch m.prefix {
+	case "":
 		return "the agent's"
+	case "judge-":
+		return "the hybrid judge's"
 	}
 	return "the auditor's"
 }

@@ -98,7 +98,7 @@ func TestRunModelSettingsFlagErrors(t *testing.T) {
 		{[]string{"--stream", "--no-stream"}, "give --stream or --no-stream, not both"},
 		{[]string{"--idle-timeout", "0s"}, "--idle-timeout 0s: want a positive duration"},
 		{[]string{"--auditor-temperature", "0.1"}, "the --auditor-* settings need --auditor"},
-		{[]string{"--auditor", "--auditor-extra-body", `{"tools":[]}`}, `the auditor's model settings: extra_body sets "tools"`},
+		{[]string{"--auditor", "--auditor-extra-body", `{"tools":[]}`}, `--auditor-extra-body (the auditor's model settings): extra_body sets "tools"`},
 	} {
 		_, err := runConfigOf(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

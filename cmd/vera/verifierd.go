@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vera-run/vera/bus/catalog"
+
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/verifierd/logic"
 )
@@ -15,6 +17,7 @@ type verifierFlags struct {
 	window             int
 	hybrid             bool
 	judge              modelFlags
+	judgeSettings      modelSettingsFlags
 	settings, strategy string
 }
 
@@ -22,6 +25,7 @@ func (f *verifierFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.window, "repetition-window", logic.DefaultWindow, "steps of the same action that make a repetition (MIRAGE's repetitive_4: 3)")
 	cmd.Flags().BoolVar(&f.hybrid, "hybrid", false, "logic verifier: send uncertain cases to an LLM judge (needs --judge-base-url and --judge-model)")
 	f.judge.register(cmd, "judge-", "hybrid judge")
+	f.judgeSettings.register(cmd, "judge-", "the hybrid judge's model", false)
 	cmd.Flags().StringVar(&f.settings, "verifyfast-settings", "", "VerifyFast settings.yaml (profiles and their models); runs name a profile")
 	cmd.Flags().StringVar(&f.strategy, "verifyfast-strategy", "", "VerifyFast strategy.yaml (default: the spec's formula)")
 }
@@ -34,7 +38,23 @@ func (f *verifierFlags) validate() error {
 	if f.hybrid && (f.judge.baseURL == "" || f.judge.model == "") {
 		return usageError{errors.New("--hybrid needs --judge-base-url and --judge-model")}
 	}
+	if f.judgeSettings.any() && !f.hybrid {
+		return usageError{errors.New("the --judge-… model settings need --hybrid")}
+	}
+	if _, err := f.judgeConfig(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// judgeConfig is the hybrid judge's model configuration: its endpoint and
+// the --judge-… settings.
+func (f *verifierFlags) judgeConfig() (catalog.ModelConfig, error) {
+	mc := catalog.ModelConfig{BaseURL: f.judge.baseURL, Name: f.judge.model, APIKeyEnv: f.judge.apiKeyEnv}
+	if err := f.judgeSettings.apply(&mc); err != nil {
+		return mc, usageError{err}
+	}
+	return mc, nil
 }
 
 func newVerifierdCmd(g *globals) *cobra.Command {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/bustest"
@@ -116,5 +118,33 @@ func TestUpRunsVerifyFastOnFinalAnswers(t *testing.T) {
 	}
 	if code := stopUp(); code != 0 {
 		t.Errorf("vera up exited %d", code)
+	}
+}
+
+// TestJudgeModelSettingsFlags: the hybrid judge takes the same model
+// settings as the agent, checked before anything starts.
+func TestJudgeModelSettingsFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verifierd", "--judge-temperature", "0.2"}, "need --hybrid"},
+		{[]string{"verifierd", "--hybrid", "--judge-base-url", "http://127.0.0.1:9", "--judge-model", "m", "--judge-extra-body", `{"model":"x"}`}, "--judge-extra-body"},
+		{[]string{"verifierd", "--hybrid", "--judge-base-url", "http://127.0.0.1:9", "--judge-model", "m", "--judge-top-p", "1.5"}, "--judge-top-p"},
+	} {
+		if _, errOut, code := runCLI(t, tc.args...); code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %s (want usage error naming %s)", tc.args, code, errOut, tc.want)
+		}
+	}
+	var f verifierFlags
+	cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
+	f.register(cmd)
+	cmd.SetArgs([]string{"--hybrid", "--judge-base-url", "http://127.0.0.1:9", "--judge-model", "m", "--judge-top-p", "0.5", "--judge-seed", "3", "--judge-extra-body", `{"chat_template_kwargs":{"enable_thinking":false}}`})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := f.judgeConfig()
+	if err != nil || mc.TopP == nil || *mc.TopP != 0.5 || mc.Seed == nil || *mc.Seed != 3 || mc.ExtraBody["chat_template_kwargs"] == nil {
+		t.Fatalf("judge config %+v, %v", mc, err)
 	}
 }
