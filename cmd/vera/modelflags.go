@@ -54,7 +54,11 @@ func (m *modelSettingsFlags) register(cmd *cobra.Command, prefix, what string, p
 	fl.Int64Var(&m.seed, prefix+"seed", 0, what+": sampling seed, for servers that honour one (default: none sent)")
 	fl.StringArrayVar(&m.stop, prefix+"stop", nil, what+": a stop sequence (repeatable, at most 4)")
 	fl.StringVar(&m.extraBody, prefix+"extra-body", "", what+`: a JSON object merged into every request body, for server options such as '{"chat_template_kwargs":{"enable_thinking":false}}' or '{"reasoning_effort":"low"}'; members VERA sets itself (model, messages, tools, stream…) are refused`)
-	fl.BoolVar(&m.stream, prefix+"stream", true, what+": ask for the reply as a stream of chunks (Server-Sent Events), shown live as it is generated; the recorded reply is the same either way")
+	live := ""
+	if prefix == "" {
+		live = ", shown live as it is generated"
+	}
+	fl.BoolVar(&m.stream, prefix+"stream", true, what+": ask for the reply as a stream of chunks (Server-Sent Events)"+live+"; the recorded reply is the same either way")
 	fl.BoolVar(&m.noStream, prefix+"no-stream", false, what+": ask for whole replies (for a server whose streaming is broken)")
 	fl.DurationVar(&m.idleTimeout, prefix+"idle-timeout", 0, what+": with streaming, the longest wait for the next chunk before the attempt fails and is retried (default 60s); the whole reply is still capped by MODEL_TIMEOUT")
 }
