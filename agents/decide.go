@@ -492,6 +492,17 @@ func (a *Agent) recorded(ctx context.Context, v *runView, callID string) (protoc
 		}
 		out.Reasoning = string(data)
 	}
+	out.ToolCalls = slices.Clone(r.ToolCalls)
+	for i, tc := range out.ToolCalls {
+		if tc.ArgumentsBlob == nil {
+			continue
+		}
+		data, err := a.Bus.GetBlob(ctx, tc.ArgumentsBlob.Digest)
+		if err != nil {
+			return protocol.Reply{}, false, fmt.Errorf("read recorded tool call arguments of %s: %w", callID, err)
+		}
+		out.ToolCalls[i].Arguments, out.ToolCalls[i].ArgumentsBlob = string(data), nil
+	}
 	return out, true, nil
 }
 

@@ -16,8 +16,8 @@ import (
 // TestReexecuteNativeToolRun records runs whose model replies are streamed
 // native tool calls with reasoning (tool_protocol native, and auto
 // deciding native), the model I/O in blobs, and re-executes their
-// exports: the agent reads the recorded tool calls exactly as the live
-// agent did, and nothing diverges.
+// exports: the agent reads the recorded tool calls (arguments in a blob
+// included) exactly as the live agent did, and nothing diverges.
 func TestReexecuteNativeToolRun(t *testing.T) {
 	for _, proto := range []catalog.ToolProtocol{catalog.ToolProtocolNative, catalog.ToolProtocolAuto} {
 		t.Run(string(proto), func(t *testing.T) {
@@ -25,7 +25,7 @@ func TestReexecuteNativeToolRun(t *testing.T) {
 			srv, b := bustest.New(t)
 			calls := []struct{ tool, arg, val string }{
 				{"notes_append", "text", "- plan: answer from what is known"},
-				{"notes_append", "text", "- the answer is 42"},
+				{"notes_append", "text", "- the answer is 42; " + strings.Repeat("source: the task text. ", 20)}, // arguments over the blob threshold
 				{"submit", "answer", "42"},
 			}
 			model := scriptedmodel.Start(t, scriptedmodel.WithRules(scriptedmodel.OnFunc(func(req scriptedmodel.Request) (scriptedmodel.Reply, bool) {

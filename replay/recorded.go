@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +59,7 @@ type recordedCall struct {
 	resp      catalog.ModelResponded
 	text      string
 	reasoning string
+	toolCalls []llm.ToolCall // arguments read from their blobs
 }
 
 var _ llm.Completer = (*Recorded)(nil)
@@ -92,6 +94,16 @@ func newRecorded(ctx context.Context, b *bus.Bus, rec *recording) (*Recorded, er
 				return nil, fmt.Errorf("recorded reasoning of %s: %w", id, err)
 			}
 			rc.reasoning = string(data)
+		}
+		for _, tc := range c.Response.ToolCalls {
+			if tc.ArgumentsBlob != nil {
+				data, err := b.GetBlob(ctx, tc.ArgumentsBlob.Digest)
+				if err != nil {
+					return nil, fmt.Errorf("recorded tool call arguments of %s: %w", id, err)
+				}
+				tc.Arguments = string(data)
+			}
+			rc.toolCalls = append(rc.toolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 		}
 		if q := c.Request; q != nil {
 			rc.baseURL = q.BaseURL
@@ -158,9 +170,7 @@ func (r *Recorded) Complete(ctx context.Context, req llm.Request) (llm.Response,
 			Reasoning: c.resp.Usage.Reasoning, Cached: c.resp.Usage.Cached},
 		Reasoning: c.reasoning, ReasoningSource: c.resp.ReasoningSource, Dropped: c.resp.Dropped,
 	}
-	for _, tc := range c.resp.ToolCalls {
-		resp.ToolCalls = append(resp.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
-	}
+	resp.ToolCalls = slices.Clone(c.toolCalls)
 	if r.Recorder != nil {
 		cr := llm.CallRecord{CallID: req.CallID, RunID: req.RunID, Scope: req.Scope, Purpose: req.Purpose, CheckID: req.CheckID,
 			Step: req.Step, Round: req.Round, CauseID: req.CauseID, Model: req.Model, BaseURL: c.baseURL, Messages: req.Messages,

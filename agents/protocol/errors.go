@@ -61,6 +61,9 @@ const (
 	// CodeMissingToolCall: the native protocol got a reply with text but
 	// no tool call.
 	CodeMissingToolCall Code = "missing_tool_call"
+	// CodeActionTooLarge: the action's command, notes text or answer is
+	// bigger than MaxActionBytes (an event could not hold it).
+	CodeActionTooLarge Code = "action_too_large"
 )
 
 // Codes returns every format error code, in report order.
@@ -70,7 +73,7 @@ func Codes() []Code {
 		CodeMultipleActions, CodeBadJSON, CodeUnknownTool, CodeBadArgs, CodeEmptyCommand,
 		CodeEmptyNotes, CodeNotesOverwrite, CodeEmptyAnswer, CodeMissingEvidenceUsed,
 		CodeBadEvidenceID, CodeMissingStatusUpdate, CodeBadStatusUpdate,
-		CodeReasoningOnly, CodeUnexpectedToolCall, CodeMissingToolCall,
+		CodeReasoningOnly, CodeUnexpectedToolCall, CodeMissingToolCall, CodeActionTooLarge,
 	}
 }
 

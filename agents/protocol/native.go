@@ -111,17 +111,63 @@ func Decide(r Reply) (p catalog.ToolProtocol, reason string, ok bool) {
 //
 // Turn.Protocol says how the reply was read (native or text).
 func ParseReply(p catalog.ToolProtocol, r Reply) (Turn, []FormatError) {
+	var t Turn
+	var errs []FormatError
 	switch p {
 	case catalog.ToolProtocolNative:
-		return parseNative(r, false)
+		t, errs = parseNative(r, false)
 	case catalog.ToolProtocolText:
-		return parseText(r, false)
+		t, errs = parseText(r, false)
 	default:
 		if len(r.ToolCalls) > 0 {
-			return parseNative(r, true)
+			t, errs = parseNative(r, true)
+		} else {
+			t, errs = parseText(r, true)
 		}
-		return parseText(r, true)
 	}
+	return boundTurn(t, errs)
+}
+
+// Size bounds of a turn: the step event that records it, and the tool
+// request it makes, must fit in one event (the bus stores at most 1 MiB).
+// The whole reply stays in the model's record (vera.model.responded,
+// a blob when large).
+const (
+	// MaxActionBytes bounds a shell command, a notes text and an answer.
+	MaxActionBytes = 128 << 10
+	// MaxThoughtBytes bounds the THOUGHT kept in the step (cut in the
+	// middle beyond it).
+	MaxThoughtBytes = 16 << 10
+	// maxRawAction bounds the raw action text kept in a step whose action
+	// was refused for its size.
+	maxRawAction = 4 << 10
+)
+
+// boundTurn applies the size bounds: an action bigger than
+// MaxActionBytes is a format error (nothing runs, nothing is appended),
+// and the THOUGHT is cut to MaxThoughtBytes.
+func boundTurn(t Turn, errs []FormatError) (Turn, []FormatError) {
+	t.Thought = CapText(t.Thought, MaxThoughtBytes)
+	what, n := "", 0
+	switch {
+	case len(t.Action.Cmd) > MaxActionBytes:
+		what, n = "shell command", len(t.Action.Cmd)
+	case len(t.Action.Text) > MaxActionBytes:
+		what, n = "notes text", len(t.Action.Text)
+	case len(t.Action.Answer) > MaxActionBytes:
+		what, n = "answer", len(t.Action.Answer)
+	case len(t.Action.Raw) > 2*MaxActionBytes:
+		what, n = "action", len(t.Action.Raw)
+	}
+	if what == "" {
+		return t, errs
+	}
+	t.Action.Raw = CapText(t.Action.Raw, maxRawAction)
+	t.Action.Cmd, t.Action.Text, t.Action.Answer = "", "", ""
+	errs = append(errs, FormatError{CodeActionTooLarge, fmt.Sprintf(
+		"Your %s is %d bytes; an action may hold at most %d. Nothing ran. Write long content to a file in a few shell commands (a heredoc per part), keep notes to findings with their hooks, and keep the answer to the direct answer with its evidence ids.",
+		what, n, MaxActionBytes)})
+	return t, errs
 }
 
 // parseText reads a reply in the text format.

@@ -68,9 +68,10 @@ type ModelResponded struct {
 
 // ToolCall is one native tool call of a model reply.
 type ToolCall struct {
-	ID        string `json:"id,omitempty" jsonschema_description:"Id the server gave the call."`
-	Name      string `json:"name" jsonschema_description:"Function name."`
-	Arguments string `json:"arguments" jsonschema_description:"Arguments as the JSON text the server sent (kept byte for byte, valid or not)."`
+	ID            string   `json:"id,omitempty" jsonschema_description:"Id the server gave the call."`
+	Name          string   `json:"name" jsonschema_description:"Function name."`
+	Arguments     string   `json:"arguments" jsonschema_description:"Arguments as the JSON text the server sent (kept byte for byte, valid or not); empty when they are in arguments_blob."`
+	ArgumentsBlob *BlobRef `json:"arguments_blob,omitempty" jsonschema_description:"The arguments when too big to be inline."`
 }
 
 // EventType implements Payload.

@@ -543,8 +543,14 @@ func (p *Projection) modelResponded(ev bus.Event) {
 		if r, ok := p.blobText(s, d.ReasoningBlob); ok {
 			reasoning = r
 		}
-		if text != "" || reasoning != "" || len(d.ToolCalls) > 0 {
-			s.Attrs = append(s.Attrs, semconv.GenAIOutputMessagesKey.String(outputJSON(cut(text, MaxContentBytes), cut(reasoning, MaxContentBytes), d.ToolCalls, d.FinishReason)))
+		calls := slices.Clone(d.ToolCalls)
+		for i, c := range calls {
+			if a, ok := p.blobText(s, c.ArgumentsBlob); ok {
+				calls[i].Arguments = a
+			}
+		}
+		if text != "" || reasoning != "" || len(calls) > 0 {
+			s.Attrs = append(s.Attrs, semconv.GenAIOutputMessagesKey.String(outputJSON(cut(text, MaxContentBytes), cut(reasoning, MaxContentBytes), calls, d.FinishReason)))
 		}
 	}
 	if d.TextBlob != nil {

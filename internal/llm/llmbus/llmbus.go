@@ -185,7 +185,17 @@ func (r *BusRecorder) Responded(ctx context.Context, rec llm.CallRecord, resp ll
 		Dropped:         resp.Dropped,
 	}
 	for _, tc := range resp.ToolCalls {
-		p.ToolCalls = append(p.ToolCalls, catalog.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+		c := catalog.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments}
+		if len(tc.Arguments) > r.opts.Threshold {
+			ref, err := r.bus.PutBlob(ctx, []byte(tc.Arguments), "application/json")
+			if err != nil {
+				r.fail(rec, catalog.TypeModelResponded, err)
+				return
+			}
+			ref.Name = "tool-call-arguments.json"
+			c.Arguments, c.ArgumentsBlob = "", &ref
+		}
+		p.ToolCalls = append(p.ToolCalls, c)
 	}
 	if len(resp.Reasoning) > r.opts.Threshold {
 		ref, err := r.bus.PutBlob(ctx, []byte(resp.Reasoning), "text/plain; charset=utf-8")

@@ -301,3 +301,41 @@ func TestConfigFromModelConfig(t *testing.T) {
 		t.Error("timeout_ms 0 must leave the default to llm.New")
 	}
 }
+
+// TestBigReasoningAndToolArgumentsGoToBlobs: a reply whose reasoning and
+// tool-call arguments are over the threshold is stored with both in
+// blobs, so that the event stays small, and the blobs hold them byte for
+// byte.
+func TestBigReasoningAndToolArgumentsGoToBlobs(t *testing.T) {
+	t.Setenv("VERA_LLMBUS_TEST_KEY", secretKey)
+	_, b := bustest.New(t)
+	reasoning := strings.Repeat("I weigh the sources once more. ", 2000)                        // ~62 KB
+	args := `{"answer":"` + strings.Repeat("42 ", 200000) + `","evidence_used":[],"thought":"t"}` // ~600 KB
+	srv := scriptedmodel.Start(t, scriptedmodel.WithReplies(scriptedmodel.Reply{NullContent: true, Reasoning: reasoning,
+		ToolCalls: []scriptedmodel.ToolCall{{ID: "call_big", Name: "submit", Arguments: args}}}))
+	c := newClient(t, srv, llmbus.New(b, llmbus.Options{}), true)
+	if _, err := c.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: "user", Content: "go"}},
+		RunID: "run-big", Scope: "agent", Step: 1, CallID: "call-agent-s0001"}); err != nil {
+		t.Fatal(err)
+	}
+	var resp *catalog.ModelResponded
+	var size int
+	for _, s := range readRun(t, b, "run-big") {
+		if s.ev.Type == catalog.TypeModelResponded {
+			resp, size = new(catalog.ModelResponded), len(s.raw)
+			if err := s.ev.DecodeData(resp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if resp == nil || size > 8<<10 || resp.ReasoningBlob == nil || resp.Reasoning != "" || len(resp.ToolCalls) != 1 ||
+		resp.ToolCalls[0].ArgumentsBlob == nil || resp.ToolCalls[0].Arguments != "" || resp.ToolCalls[0].ID != "call_big" {
+		t.Fatalf("responded (%d bytes): %+v", size, resp)
+	}
+	for ref, want := range map[*catalog.BlobRef]string{resp.ReasoningBlob: strings.TrimSpace(reasoning), resp.ToolCalls[0].ArgumentsBlob: args} {
+		got, err := b.GetBlob(context.Background(), ref.Digest)
+		if err != nil || string(got) != want {
+			t.Fatalf("blob %s: %d bytes, %v; want %d bytes", ref.Name, len(got), err, len(want))
+		}
+	}
+}

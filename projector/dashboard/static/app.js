@@ -606,7 +606,8 @@ function modelResponded(run, d) {
   if (d.text_blob) c.resp.append(blobButton('load response', d.text_blob));
   for (const tc of d.tool_calls || []) {
     c.resp.append(el('div', { class: 'role' }, 'tool call' + (tc.id ? ' ' + tc.id : '')),
-      el('pre', { class: 'tool-call' }, (tc.name || '?') + ' ' + prettyArgs(tc.arguments)));
+      el('pre', { class: 'tool-call' }, (tc.name || '?') + ' ' + (tc.arguments_blob ? '(' + tc.arguments_blob.size + ' bytes of arguments)' : prettyArgs(tc.arguments))));
+    if (tc.arguments_blob) c.resp.append(blobButton('load arguments', tc.arguments_blob));
   }
   if (d.dropped && d.dropped.length) {
     c.resp.append(el('div', { class: 'hint' }, 'the server refused ' + d.dropped.join(', ') + '; sent again without'));
