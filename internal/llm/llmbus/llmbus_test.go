@@ -309,7 +309,7 @@ func TestConfigFromModelConfig(t *testing.T) {
 func TestBigReasoningAndToolArgumentsGoToBlobs(t *testing.T) {
 	t.Setenv("VERA_LLMBUS_TEST_KEY", secretKey)
 	_, b := bustest.New(t)
-	reasoning := strings.Repeat("I weigh the sources once more. ", 2000)                        // ~62 KB
+	reasoning := strings.Repeat("I weigh the sources once more. ", 2000)                          // ~62 KB
 	args := `{"answer":"` + strings.Repeat("42 ", 200000) + `","evidence_used":[],"thought":"t"}` // ~600 KB
 	srv := scriptedmodel.Start(t, scriptedmodel.WithReplies(scriptedmodel.Reply{NullContent: true, Reasoning: reasoning,
 		ToolCalls: []scriptedmodel.ToolCall{{ID: "call_big", Name: "submit", Arguments: args}}}))
