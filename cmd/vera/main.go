@@ -20,6 +20,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
+	"github.com/vera-run/vera/internal/eventfmt"
 )
 
 // Exit codes.
@@ -213,7 +214,7 @@ func (p *progress) update(format string, args ...any) {
 		return
 	}
 	p.last = time.Now()
-	fmt.Fprintf(p.w, "\r\033[K"+format, args...)
+	fmt.Fprint(p.w, "\r\033[K"+eventfmt.TerminalSafe(fmt.Sprintf(format, args...)))
 }
 
 func (p *progress) done() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/eventfmt"
 	"github.com/vera-run/vera/internal/live"
 )
 
@@ -129,7 +130,7 @@ func tailRunes(s string, n int) string {
 // line prints one line above the status line.
 func (p *runPrinter) line(format string, args ...any) {
 	p.prog.clear()
-	fmt.Fprintf(p.w, format+"\n", args...)
+	fmt.Fprintln(p.w, eventfmt.TerminalSafe(fmt.Sprintf(format, args...)))
 }
 
 // status redraws the status line (on a terminal only).

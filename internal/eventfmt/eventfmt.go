@@ -40,7 +40,7 @@ func Line(ev bus.Event, width int) string {
 	case len(ev.DataBase64) > 0:
 		fmt.Fprintf(&b, " <%d bytes of %s>", len(ev.DataBase64), ev.DataContentType)
 	}
-	return cut(b.String(), width)
+	return cut(TerminalSafe(b.String()), width)
 }
 
 // Malformed renders a stored message that is not a valid envelope.
@@ -50,7 +50,7 @@ func Malformed(seq uint64, subject string, raw []byte, err error, width int) str
 	}
 	preview := strings.ToValidUTF8(string(bytes.TrimSpace(raw)), "?")
 	preview = strings.Join(strings.Fields(preview), " ")
-	return cut(fmt.Sprintf("MALFORMED seq=%d %s: %v: %s", seq, subject, err, preview), width)
+	return cut(TerminalSafe(fmt.Sprintf("MALFORMED seq=%d %s: %v: %s", seq, subject, err, preview)), width)
 }
 
 func members(data []byte, valueWidth int) []string {

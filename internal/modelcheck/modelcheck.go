@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vera-run/vera/internal/eventfmt"
 	"github.com/vera-run/vera/internal/llm"
 )
 
@@ -131,7 +132,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CAPABILITY\tWORKS\tDETAIL")
 	for _, res := range r.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", res.Check, res.Works, res.Detail)
+		// Details quote the server: printed safe for a terminal, on one line.
+		detail := strings.Join(strings.Fields(eventfmt.TerminalSafe(res.Detail)), " ")
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", res.Check, res.Works, detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
