@@ -22,12 +22,12 @@ type ModelConfig struct {
 	BaseURL   string `json:"base_url" jsonschema_description:"Base URL of the OpenAI-compatible API; requests go to {base_url}/chat/completions, /v1 is appended when missing."`
 	Name      string `json:"name" jsonschema_description:"Model name sent as the request's model member."`
 	APIKeyEnv string `json:"api_key_env,omitempty" jsonschema:"pattern=^[A-Za-z_][A-Za-z0-9_]*$" jsonschema_description:"NAME of the environment variable that holds the API key on the machine that makes the call. Never the key itself. Empty: no key."`
-	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Per-request timeout in milliseconds; 0 = the component default (150000, overridable with MODEL_TIMEOUT). With streaming it caps the whole reply; idle_timeout_ms bounds the wait between chunks."`
+	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Per-request timeout in milliseconds; 0 = the component default (150000, overridable with MODEL_TIMEOUT). With streaming it bounds the wait for the first chunk (the prompt's processing), idle_timeout_ms each later gap, and a whole streamed reply is capped at 30 minutes."`
 
 	// Protocol and transport.
 	ToolProtocol  ToolProtocol `json:"tool_protocol,omitempty" jsonschema_description:"How the agent's actions travel: native (OpenAI tools and tool_calls), text (VERA's THOUGHT/ACTION text format) or auto (native, falling back to text when the server or model does not use tools; decided from the first reply and recorded as vera.agent.protocol). Empty = auto. Only the agent uses it."`
 	Stream        *bool        `json:"stream,omitempty" jsonschema_description:"Whether replies are requested as Server-Sent Events streams; absent = true. The recorded reply is the same either way."`
-	IdleTimeoutMS int64        `json:"idle_timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"With streaming: the longest wait for the next chunk, in milliseconds; 0 = 60000."`
+	IdleTimeoutMS int64        `json:"idle_timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"With streaming: the longest wait for the next chunk once the first has come, in milliseconds; 0 = 60000 (or timeout_ms when shorter)."`
 
 	// Sampling, sent only when set.
 	Temperature *float64       `json:"temperature,omitempty" jsonschema:"minimum=0" jsonschema_description:"Sampling temperature; absent = the server default."`

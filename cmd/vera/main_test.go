@@ -347,7 +347,21 @@ func TestSIGTERMStopsUpGracefully(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
+// TestMain keeps the tests away from the user's own VERA data dir (its
+// identities would be offered to the tests' servers, its store reused):
+// VERA_DATA_DIR points at a directory of the test binary's own.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vera-cmd-test-data-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("VERA_DATA_DIR", dir)
+	opts := append([]goleak.Option{goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	})}, bustest.LeakIgnores...)
+	goleak.VerifyTestMain(m, opts...)
+}
 
 // removeContainers removes the sandbox containers of a run.
 func removeContainers(t *testing.T, run string) {

@@ -60,7 +60,7 @@ func (m *modelSettingsFlags) register(cmd *cobra.Command, prefix, what string, p
 	}
 	fl.BoolVar(&m.stream, prefix+"stream", true, what+": ask for the reply as a stream of chunks (Server-Sent Events)"+live+"; the recorded reply is the same either way")
 	fl.BoolVar(&m.noStream, prefix+"no-stream", false, what+": ask for whole replies (for a server whose streaming is broken)")
-	fl.DurationVar(&m.idleTimeout, prefix+"idle-timeout", 0, what+": with streaming, the longest wait for the next chunk before the attempt fails and is retried (default 60s); the whole reply is still capped by MODEL_TIMEOUT")
+	fl.DurationVar(&m.idleTimeout, prefix+"idle-timeout", 0, what+": with streaming, the longest wait for the next chunk before the attempt fails and is retried (default 60s); MODEL_TIMEOUT bounds the wait for the first chunk, and a whole streamed reply may take up to 30 minutes")
 }
 
 func (m *modelSettingsFlags) changed(name string) bool { return m.fs.Changed(m.prefix + name) }

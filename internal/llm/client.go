@@ -56,6 +56,7 @@ type Client struct {
 	backoff    Backoff
 	stream     bool
 	idle       time.Duration // between stream chunks; 0 = none
+	streamCap  time.Duration // a whole streamed attempt; 0 = none
 	maxCompl   bool
 	rec        Recorder
 	newCallID  func() string
@@ -121,6 +122,13 @@ func New(cfg Config) (*Client, error) {
 	case idle < 0:
 		idle = 0
 	}
+	streamCap := cfg.StreamTimeout
+	switch {
+	case streamCap == 0:
+		streamCap = max(DefaultStreamTimeout, timeout)
+	case streamCap < 0:
+		streamCap = 0
+	}
 
 	hc, owned := cfg.HTTPClient, (*http.Client)(nil)
 	if hc == nil {
@@ -152,6 +160,7 @@ func New(cfg Config) (*Client, error) {
 		backoff:    backoff,
 		stream:     cfg.Stream,
 		idle:       idle,
+		streamCap:  streamCap,
 		maxCompl:   cfg.MaxCompletionTokens,
 		rec:        cfg.Recorder,
 		newCallID:  cfg.NewCallID,
@@ -398,8 +407,8 @@ var errAttemptTimeout = errors.New("llm: attempt timeout")
 
 func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(Delta)) attemptResult {
 	actx, cancel := ctx, context.CancelFunc(func() {})
-	if c.timeout > 0 {
-		actx, cancel = context.WithTimeoutCause(ctx, c.timeout, errAttemptTimeout)
+	if limit := c.attemptLimit(); limit > 0 {
+		actx, cancel = context.WithTimeoutCause(ctx, limit, errAttemptTimeout)
 	}
 	defer cancel()
 
@@ -438,7 +447,10 @@ func (c *Client) classify(ctx, actx context.Context, err error, httpResp *http.R
 		out.kind, out.err = kindCancelled, fmt.Errorf("llm: model call cancelled: %w", ctx.Err())
 	case actx.Err() != nil && errors.Is(context.Cause(actx), errAttemptTimeout):
 		out.kind, out.retryable = kindTimeout, true
-		out.err = fmt.Errorf("%w: no complete response within %s", ErrTimeout, c.timeout)
+		out.err = fmt.Errorf("%w: no complete response within %s", ErrTimeout, c.attemptLimit())
+	case actx.Err() != nil && errors.Is(context.Cause(actx), errFirstChunkTimeout):
+		out.kind, out.retryable = kindTimeout, true
+		out.err = fmt.Errorf("%w: no part of the reply within %s (the server was still reading the prompt, or stalled; MODEL_TIMEOUT sets this wait)", ErrTimeout, c.timeout)
 	case actx.Err() != nil && errors.Is(context.Cause(actx), errIdleTimeout):
 		out.kind, out.retryable = kindTimeout, true
 		out.err = fmt.Errorf("%w: the stream sent nothing for %s (idle timeout; %d bytes of text received)", ErrTimeout, c.idle, len(out.resp.Text)+len(out.resp.Reasoning))
@@ -754,16 +766,35 @@ func describeBody(r *http.Response) string {
 	return ""
 }
 
-var errIdleTimeout = errors.New("llm: stream idle timeout")
+var (
+	errIdleTimeout       = errors.New("llm: stream idle timeout")
+	errFirstChunkTimeout = errors.New("llm: no first chunk in time")
+)
+
+// attemptLimit is the cap of a whole attempt: Timeout, or StreamTimeout
+// when streaming (0: none).
+func (c *Client) attemptLimit() time.Duration {
+	if c.stream {
+		return c.streamCap
+	}
+	return c.timeout
+}
 
 // doStream makes one streaming request and accumulates its chunks. Every
 // chunk re-arms the idle timer; when it fires, cancel ends the attempt.
 func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewParams, httpResp **http.Response, onDelta func(Delta), cancel context.CancelCauseFunc) (Response, error) {
+	// The wait for the first chunk is Timeout (the prompt's processing
+	// may be long on a local model); each later gap is IdleTimeout.
 	var idle *time.Timer
-	if c.idle > 0 {
-		idle = time.AfterFunc(c.idle, func() { cancel(errIdleTimeout) })
-		defer idle.Stop()
+	if c.timeout > 0 {
+		idle = time.AfterFunc(c.timeout, func() { cancel(errFirstChunkTimeout) })
 	}
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+	first := true
 	// A 200 answer that is a JSON document rather than an event stream (a
 	// string error such as LM Studio's for a wrong path, or a server that
 	// ignores "stream") is kept, to be read as a non-streamed body.
@@ -804,7 +835,16 @@ func (c *Client) doStream(ctx context.Context, params openai.ChatCompletionNewPa
 	var reasoning strings.Builder
 	source := ""
 	for stream.Next() {
-		if idle != nil {
+		if first {
+			first = false
+			if idle != nil {
+				idle.Stop()
+			}
+			idle = nil
+			if c.idle > 0 {
+				idle = time.AfterFunc(c.idle, func() { cancel(errIdleTimeout) })
+			}
+		} else if idle != nil {
 			idle.Reset(c.idle)
 		}
 		chunk := stream.Current()

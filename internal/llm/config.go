@@ -19,7 +19,10 @@ const (
 	DefaultTimeout = 150 * time.Second
 	// DefaultIdleTimeout bounds the wait between two chunks of a stream.
 	DefaultIdleTimeout = 60 * time.Second
-	DefaultMaxRetries  = 4
+	// DefaultStreamTimeout caps a whole streamed reply: long enough for a
+	// slow local model's long answer, which the chunks show alive.
+	DefaultStreamTimeout = 30 * time.Minute
+	DefaultMaxRetries    = 4
 
 	DefaultBackoffBase   = 500 * time.Millisecond
 	DefaultBackoffMax    = 20 * time.Second
@@ -107,9 +110,11 @@ type Config struct {
 	// variable that is not set is an error.
 	APIKeyEnv string
 	// Timeout bounds each attempt, from sending the request to the end of
-	// the response body (the whole stream when streaming). 0: the
-	// MODEL_TIMEOUT environment variable (seconds or a Go duration), else
-	// 150s. Negative: no per-attempt timeout (ctx still applies).
+	// the response body. When streaming it bounds the wait for the first
+	// chunk (the prompt's processing) instead; IdleTimeout then bounds
+	// each gap and StreamTimeout the whole reply. 0: the MODEL_TIMEOUT
+	// environment variable (seconds or a Go duration), else 150s.
+	// Negative: no per-attempt timeout (ctx still applies).
 	Timeout time.Duration
 	// MaxRetries is the number of retries after the first attempt, on 429,
 	// 408, 5xx, connection errors and attempt timeouts. 0: 4. Negative:
@@ -119,10 +124,12 @@ type Config struct {
 	// Stream requests Server-Sent Events and accumulates the chunks (with
 	// stream_options.include_usage, so usage is still reported).
 	Stream bool
-	// IdleTimeout bounds the wait for the next chunk of a stream (the
-	// first one included); Timeout still caps the whole attempt. 0: 60 s
-	// or Timeout when shorter. Negative: none.
+	// IdleTimeout bounds the wait for the next chunk of a stream once the
+	// first has come. 0: 60 s, or Timeout when shorter. Negative: none.
 	IdleTimeout time.Duration
+	// StreamTimeout caps a whole streamed attempt. 0: 30 min, or Timeout
+	// when longer. Negative: none (ctx still applies).
+	StreamTimeout time.Duration
 	// MaxCompletionTokens sends Request.MaxTokens as max_completion_tokens
 	// (what OpenAI's newer models require) instead of max_tokens (what
 	// most local servers understand).

@@ -3,9 +3,11 @@ package llm_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/scriptedmodel"
@@ -148,5 +150,40 @@ func TestStringErrorBodyAndHTMLPage(t *testing.T) {
 	_, err, _ = completeWith(t, false, scriptedmodel.Reply{Status: http.StatusBadGateway, Malformed: true}, llm.Request{})
 	if err == nil || !strings.Contains(err.Error(), "HTML page") {
 		t.Fatalf("html: %v", err)
+	}
+}
+
+// TestStreamTimeouts: when streaming, Timeout bounds the wait for the
+// first chunk (a local model reading a long prompt), IdleTimeout each gap
+// after it, and StreamTimeout the whole reply, so that a long answer
+// that keeps coming is not cut by Timeout.
+func TestStreamTimeouts(t *testing.T) {
+	slowStart := scriptedmodel.Reply{Content: "a long answer that keeps coming", Delay: 250 * time.Millisecond, ChunkDelay: 100 * time.Millisecond, StreamChunks: 8}
+	for _, tc := range []struct {
+		name                string
+		reply               scriptedmodel.Reply
+		timeout, idle, cap_ time.Duration
+		want                string // "" = success, else a substring of the error
+	}{
+		{"slow prompt, long reply", slowStart, 400 * time.Millisecond, 200 * time.Millisecond, 0, ""},
+		{"no first chunk in time", slowStart, 150 * time.Millisecond, time.Second, 0, "no part of the reply within 150ms"},
+		{"a gap too long", scriptedmodel.Reply{Content: "abcdefgh", ChunkDelay: 300 * time.Millisecond, StreamChunks: 4}, time.Second, 100 * time.Millisecond, 0, "sent nothing for 100ms"},
+		{"the whole reply too long", slowStart, time.Second, time.Second, 500 * time.Millisecond, "no complete response within 500ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := scriptedmodel.Start(t, scriptedmodel.WithFallback(tc.reply))
+			c, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", Stream: true, MaxRetries: -1,
+				Timeout: tc.timeout, IdleTimeout: tc.idle, StreamTimeout: tc.cap_})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := c.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: "user", Content: "hi"}}})
+			switch {
+			case tc.want == "" && (err != nil || resp.Text != tc.reply.Content):
+				t.Fatalf("got %q, %v", resp.Text, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, llm.ErrTimeout)):
+				t.Fatalf("err = %v, want ErrTimeout saying %q", err, tc.want)
+			}
+		})
 	}
 }
