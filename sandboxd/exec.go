@@ -394,8 +394,17 @@ func (d *Daemon) execArgs(ctx context.Context, containerID, user string, cmd ...
 		return "", dockerErr("start exec", err)
 	}
 	defer attach.Close()
+	// The output stream is a hijacked connection that ctx does not reach:
+	// close it when ctx ends, or a helper that hangs (a kill in a
+	// container a fork bomb filled) would hold its caller for as long as
+	// it hangs, whatever ctx's deadline.
+	stop := context.AfterFunc(ctx, func() { attach.Close() })
+	defer stop()
 	var out bytes.Buffer
 	if _, err := stdcopy.StdCopy(&out, &out, attach.Reader); err != nil {
+		if ctx.Err() != nil {
+			return out.String(), fmt.Errorf("read exec output: %w", context.Cause(ctx))
+		}
 		return out.String(), err
 	}
 	info, err := d.docker.ContainerExecInspect(ctx, created.ID)
