@@ -1,14 +1,12 @@
 package llm_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/schematest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
@@ -29,38 +27,6 @@ type schemaReply struct {
 	NoTag   string
 }
 
-// compile compiles a schema as it is sent (marshalled), with a real JSON
-// Schema validator.
-func compile(t *testing.T, schema map[string]any) *jsonschema.Schema {
-	t.Helper()
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("reply.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("reply.json")
-	if err != nil {
-		t.Fatalf("compile %s: %v", raw, err)
-	}
-	return s
-}
-
-func validate(t *testing.T, s *jsonschema.Schema, doc string) error {
-	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Validate(v)
-}
-
 func TestReplySchema(t *testing.T) {
 	schema, err := llm.ReplySchema(schemaReply{}, map[string][]any{"score": {1, 2, 3}, "items.class": {"a", "b"}})
 	if err != nil {
@@ -77,9 +43,9 @@ func TestReplySchema(t *testing.T) {
 	if string(raw) != want {
 		t.Fatalf("schema\n got %s\nwant %s", raw, want)
 	}
-	s := compile(t, schema)
+	s := schematest.Compile(t, schema)
 	good := `{"reason":"r","score":2,"items":[{"source":"s","class":"b","ok":true}],"weight":0.5,"tags":[],"NoTag":""}`
-	if err := validate(t, s, good); err != nil {
+	if err := schematest.Validate(s, good); err != nil {
 		t.Errorf("valid reply rejected: %v", err)
 	}
 	for name, bad := range map[string]string{
@@ -89,7 +55,7 @@ func TestReplySchema(t *testing.T) {
 		"extra member":      strings.Replace(good, `"NoTag":""`, `"NoTag":"","x":1`, 1),
 		"nested missing":    strings.Replace(good, `"ok":true`, `"x":true`, 1),
 	} {
-		if validate(t, s, bad) == nil {
+		if schematest.Validate(s, bad) == nil {
 			t.Errorf("%s: accepted %s", name, bad)
 		}
 	}

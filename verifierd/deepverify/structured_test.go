@@ -1,85 +1,18 @@
 package deepverify
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/schematest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
-
-// compileSchema compiles a schema as the client sends it (marshalled) with
-// a real JSON Schema validator.
-func compileSchema(t *testing.T, schema any) *jsonschema.Schema {
-	t.Helper()
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("reply.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("reply.json")
-	if err != nil {
-		t.Fatalf("compile %s: %v", raw, err)
-	}
-	return s
-}
-
-func validates(t *testing.T, s *jsonschema.Schema, doc string) error {
-	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
-	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	return s.Validate(v)
-}
-
-// jsonFields lists the JSON member names of a struct type, in order.
-func jsonFields(t reflect.Type) []string {
-	var out []string
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out = append(out, name)
-	}
-	return out
-}
-
-// asJSON turns a schema into plain JSON values (maps in key order lost).
-func asJSON(t *testing.T, v any) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func strs(v any) []string {
-	var out []string
-	for _, x := range v.([]any) {
-		out = append(out, x.(string))
-	}
-	return out
-}
 
 // checkStrict checks every object of a schema against OpenAI's strict mode:
 // all properties required, no others allowed.
@@ -88,7 +21,7 @@ func checkStrict(t *testing.T, where string, s map[string]any) {
 	switch s["type"] {
 	case "object":
 		props := s["properties"].(map[string]any)
-		req := strs(s["required"])
+		req := schematest.Strings(s["required"])
 		if len(req) != len(props) || s["additionalProperties"] != false {
 			t.Errorf("%s: required %v of %d properties, additionalProperties %v", where, req, len(props), s["additionalProperties"])
 		}
@@ -129,42 +62,42 @@ func TestReplySchemasMatchParsers(t *testing.T) {
 		if !c.schema.Strict || c.schema.Name == "" {
 			t.Errorf("%s: strict %v", c.schema.Name, c.schema.Strict)
 		}
-		plain := asJSON(t, c.schema.Schema)
+		plain := schematest.Plain(t, c.schema.Schema)
 		checkStrict(t, c.schema.Name, plain)
 		// The schema requires exactly the members the parser reads.
-		if got, want := strs(plain["required"]), jsonFields(c.typ); !slices.Equal(got, want) {
+		if got, want := schematest.Strings(plain["required"]), schematest.JSONFields(c.typ); !slices.Equal(got, want) {
 			t.Errorf("%s: required %v, the parser reads %v", c.schema.Name, got, want)
 		}
-		s := compileSchema(t, c.schema.Schema)
+		s := schematest.Compile(t, c.schema.Schema)
 		ex, err := json.Marshal(c.example)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := validates(t, s, string(ex)); err != nil {
+		if err := schematest.Validate(s, string(ex)); err != nil {
 			t.Errorf("%s: example %s rejected: %v", c.schema.Name, ex, err)
 		}
 		if err := c.parse(string(ex)); err != nil {
 			t.Errorf("%s: the parser rejects the example %s: %v", c.schema.Name, ex, err)
 		}
 		// Leaving out any member breaks the schema.
-		for _, f := range jsonFields(c.typ) {
+		for _, f := range schematest.JSONFields(c.typ) {
 			var m map[string]any
 			_ = json.Unmarshal(ex, &m)
 			delete(m, f)
 			b, _ := json.Marshal(m)
-			if validates(t, s, string(b)) == nil {
+			if schematest.Validate(s, string(b)) == nil {
 				t.Errorf("%s: accepted without %s: %s", c.schema.Name, f, b)
 			}
 		}
 	}
-	s := compileSchema(t, judgementSchema.Schema)
+	s := schematest.Compile(t, judgementSchema.Schema)
 	for _, bad := range []string{`{"explanation":"e","score":5,"instructions":[]}`, `{"explanation":"e","score":0,"instructions":[]}`} {
-		if validates(t, s, bad) == nil {
+		if schematest.Validate(s, bad) == nil {
 			t.Errorf("judgement schema accepts %s", bad)
 		}
 	}
-	s = compileSchema(t, checkStepSchema.Schema)
-	if validates(t, s, `{"command":"","verdict":"maybe","evidence":"","citations":[]}`) == nil {
+	s = schematest.Compile(t, checkStepSchema.Schema)
+	if schematest.Validate(s, `{"command":"","verdict":"maybe","evidence":"","citations":[]}`) == nil {
 		t.Error("check step schema accepts verdict maybe")
 	}
 }
@@ -182,7 +115,7 @@ func TestReplySchemaEnumsAreTheCatalogues(t *testing.T) {
 		case map[string]any:
 			if p, ok := v["properties"].(map[string]any); ok {
 				if c, ok := p["class"].(map[string]any); ok && c["enum"] != nil {
-					classes = strs(c["enum"])
+					classes = schematest.Strings(c["enum"])
 				}
 			}
 			for _, x := range v {
@@ -211,23 +144,6 @@ func TestReplySchemaEnumsAreTheCatalogues(t *testing.T) {
 			t.Errorf("%s", v)
 		}
 	}
-}
-
-// sentFormat decodes the response_format member of a request.
-func sentFormat(t *testing.T, raw json.RawMessage) (name string, strict bool, schema map[string]any) {
-	t.Helper()
-	var rf struct {
-		Type       string `json:"type"`
-		JSONSchema struct {
-			Name   string         `json:"name"`
-			Strict bool           `json:"strict"`
-			Schema map[string]any `json:"schema"`
-		} `json:"json_schema"`
-	}
-	if err := json.Unmarshal(raw, &rf); err != nil || rf.Type != "json_schema" {
-		t.Fatalf("response_format %s: %v", raw, err)
-	}
-	return rf.JSONSchema.Name, rf.JSONSchema.Strict, rf.JSONSchema.Schema
 }
 
 // expectedFormat is the schema an auditor prompt's call requests.
@@ -304,21 +220,21 @@ func TestStructuredOutputsHonoured(t *testing.T) {
 	for _, r := range reqs {
 		prompt := firstUser(r)
 		want := expectedFormat(t, prompt)
-		name, strict, schema := sentFormat(t, r.ResponseFormat)
+		name, strict, schema := schematest.Sent(t, r.ResponseFormat)
 		if name != want.Name || !strict {
 			t.Errorf("%.30q: response_format %s strict %v, want %s strict", prompt, name, strict, want.Name)
 		}
-		if got, exp := strs(schema["required"]), strs(asJSON(t, want.Schema)["required"]); !slices.Equal(got, exp) {
+		if got, exp := schematest.Strings(schema["required"]), schematest.Strings(schematest.Plain(t, want.Schema)["required"]); !slices.Equal(got, exp) {
 			t.Errorf("%s: required %v, want %v", name, got, exp)
 		}
-		if !reflect.DeepEqual(schema, asJSON(t, want.Schema)) {
+		if !reflect.DeepEqual(schema, schematest.Plain(t, want.Schema)) {
 			t.Errorf("%s: schema sent %v", name, schema)
 		}
 		// The scripted reply is what a constrained server sends.
 		h.sc.mu.Lock()
 		reply, _ := h.sc.lookup(prompt)
 		h.sc.mu.Unlock()
-		if err := validates(t, compileSchema(t, schema), reply.Content); err != nil {
+		if err := schematest.Validate(schematest.Compile(t, schema), reply.Content); err != nil {
 			t.Errorf("%s: scripted reply %s does not follow the schema: %v", name, reply.Content, err)
 		}
 		// The run's auditor sampling and server options go with every call.
@@ -439,7 +355,7 @@ func TestStructuredOutputsIgnored(t *testing.T) {
 		t.Errorf("%d model calls, want 5 (no re-ask)", len(reqs))
 	}
 	for _, r := range reqs {
-		if name, _, _ := sentFormat(t, r.ResponseFormat); name != expectedFormat(t, firstUser(r)).Name {
+		if name, _, _ := schematest.Sent(t, r.ResponseFormat); name != expectedFormat(t, firstUser(r)).Name {
 			t.Errorf("response_format %s", name)
 		}
 	}

@@ -1,7 +1,6 @@
 package logic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"reflect"
@@ -10,86 +9,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/internal/llm/schematest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
-// compileSchema compiles a schema as the client sends it (marshalled) with
-// a real JSON Schema validator.
-func compileSchema(t *testing.T, schema any) *jsonschema.Schema {
-	t.Helper()
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("reply.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("reply.json")
-	if err != nil {
-		t.Fatalf("compile %s: %v", raw, err)
-	}
-	return s
-}
-
-func validates(s *jsonschema.Schema, doc string) error {
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
-	if err != nil {
-		return err
-	}
-	return s.Validate(v)
-}
-
-func schemaJSON(t *testing.T, v any) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func requiredOf(m map[string]any) []string {
-	var out []string
-	for _, x := range m["required"].([]any) {
-		out = append(out, x.(string))
-	}
-	return out
-}
-
 func TestJudgeSchemaMatchesParser(t *testing.T) {
-	plain := schemaJSON(t, judgeSchema.Schema)
+	plain := schematest.Plain(t, judgeSchema.Schema)
 	var fields []string
 	rt := reflect.TypeFor[JudgeReply]()
 	for i := range rt.NumField() {
 		n, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
 		fields = append(fields, n)
 	}
-	if got := requiredOf(plain); !slices.Equal(got, fields) {
+	if got := schematest.Strings(plain["required"]); !slices.Equal(got, fields) {
 		t.Errorf("required %v, the parser reads %v", got, fields)
 	}
 	if !judgeSchema.Strict || plain["additionalProperties"] != false || len(plain["properties"].(map[string]any)) != len(fields) {
 		t.Errorf("not strict: %v", plain)
 	}
-	s := compileSchema(t, judgeSchema.Schema)
+	s := schematest.Compile(t, judgeSchema.Schema)
 	for _, jr := range []JudgeReply{{ScoreRepeated, ActionRepeated, "repeats"}, {ScoreDifferent, ActionAvoided, "r"}, {ScoreAware, ActionAvoided, "aware"}} {
 		b, _ := json.Marshal(jr)
-		if err := validates(s, string(b)); err != nil {
+		if err := schematest.Validate(s, string(b)); err != nil {
 			t.Errorf("%s rejected: %v", b, err)
 		}
 		if got, err := ParseJudgeReply(string(b)); err != nil || got != jr {
@@ -98,7 +44,7 @@ func TestJudgeSchemaMatchesParser(t *testing.T) {
 	}
 	for _, bad := range []string{`{"thinking_eval":3,"action_eval":1,"reason":"r"}`, `{"thinking_eval":1,"action_eval":2,"reason":"r"}`,
 		`{"thinking_eval":1,"reason":"r"}`, `{"thinking_eval":1,"action_eval":1,"reason":"r","score":1}`} {
-		if validates(s, bad) == nil {
+		if schematest.Validate(s, bad) == nil {
 			t.Errorf("schema accepts %s", bad)
 		}
 	}
@@ -106,22 +52,6 @@ func TestJudgeSchemaMatchesParser(t *testing.T) {
 	if _, err := ParseJudgeReply(`{"thinking_eval":2,"action_eval":0,"reason":"r"}`); err == nil {
 		t.Error("inconsistent scores accepted")
 	}
-}
-
-func sentJudgeSchema(t *testing.T, raw json.RawMessage) (string, bool, map[string]any) {
-	t.Helper()
-	var rf struct {
-		Type       string `json:"type"`
-		JSONSchema struct {
-			Name   string         `json:"name"`
-			Strict bool           `json:"strict"`
-			Schema map[string]any `json:"schema"`
-		} `json:"json_schema"`
-	}
-	if err := json.Unmarshal(raw, &rf); err != nil || rf.Type != "json_schema" {
-		t.Fatalf("response_format %s: %v", raw, err)
-	}
-	return rf.JSONSchema.Name, rf.JSONSchema.Strict, rf.JSONSchema.Schema
 }
 
 // (a) A server that honours response_format: the judge's call requests
@@ -144,14 +74,14 @@ func TestHybridStructuredOutputHonoured(t *testing.T) {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
 	r := reqs[0]
-	name, strict, schema := sentJudgeSchema(t, r.ResponseFormat)
-	if name != "vera_logic_judge" || !strict || !reflect.DeepEqual(schema, schemaJSON(t, judgeSchema.Schema)) {
+	name, strict, schema := schematest.Sent(t, r.ResponseFormat)
+	if name != "vera_logic_judge" || !strict || !reflect.DeepEqual(schema, schematest.Plain(t, judgeSchema.Schema)) {
 		t.Errorf("response_format %s strict %v schema %v", name, strict, schema)
 	}
-	if got := requiredOf(schema); !slices.Equal(got, []string{"thinking_eval", "action_eval", "reason"}) {
+	if got := schematest.Strings(schema["required"]); !slices.Equal(got, []string{"thinking_eval", "action_eval", "reason"}) {
 		t.Errorf("required %v", got)
 	}
-	if err := validates(compileSchema(t, schema), reply); err != nil {
+	if err := schematest.Validate(schematest.Compile(t, schema), reply); err != nil {
 		t.Errorf("the scripted reply does not follow the schema: %v", err)
 	}
 	if r.Temperature == nil || *r.Temperature != 0 || r.TopP == nil || *r.TopP != topP || r.Seed == nil || *r.Seed != seed ||
@@ -267,7 +197,7 @@ func TestHybridStructuredOutputIgnored(t *testing.T) {
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
-	if name, _, _ := sentJudgeSchema(t, reqs[0].ResponseFormat); name != "vera_logic_judge" {
+	if name, _, _ := schematest.Sent(t, reqs[0].ResponseFormat); name != "vera_logic_judge" {
 		t.Errorf("response_format %s", name)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/vera-run/vera/component"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/internal/llm/schematest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
@@ -726,7 +727,7 @@ func TestLiveSamplingAndStructuredOutputs(t *testing.T) {
 			r.Seed == nil || *r.Seed != seed || string(r.Members["chat_template_kwargs"]) != `{"enable_thinking":false}` {
 			t.Errorf("temperature %v max_tokens %v top_p %v seed %v kwargs %s", r.Temperature, r.MaxTokens, r.TopP, r.Seed, r.Members["chat_template_kwargs"])
 		}
-		if name, strict, _ := sentSchema(t, r.ResponseFormat); name != wantFormat(t, r).Name || !strict {
+		if name, strict, _ := schematest.Sent(t, r.ResponseFormat); name != wantFormat(t, r).Name || !strict {
 			t.Errorf("response_format %s strict %v", name, strict)
 		}
 	}

@@ -1,9 +1,7 @@
 package verifyfast
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -13,85 +11,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/llm/schematest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
 
-// compileSchema compiles a schema as the client sends it (marshalled) with
-// a real JSON Schema validator.
-func compileSchema(t *testing.T, schema any) *jsonschema.Schema {
-	t.Helper()
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("reply.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("reply.json")
-	if err != nil {
-		t.Fatalf("compile %s: %v", raw, err)
-	}
-	return s
-}
-
-func validates(s *jsonschema.Schema, doc string) error {
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
-	if err != nil {
-		return err
-	}
-	return s.Validate(v)
-}
-
-// plainJSON is v marshalled and decoded into plain JSON values.
-func plainJSON(t *testing.T, v any) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func stringList(v any) []string {
-	var out []string
-	for _, x := range v.([]any) {
-		out = append(out, x.(string))
-	}
-	return out
-}
-
-func jsonNames(t reflect.Type) []string {
-	var out []string
-	for i := range t.NumField() {
-		n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out = append(out, n)
-	}
-	return out
-}
-
 func TestPhaseSchemasMatchParsers(t *testing.T) {
-	dec := plainJSON(t, decompositionSchema.Schema)
-	if got, want := stringList(dec["required"]), jsonNames(reflect.TypeFor[decompositionReply]()); !slices.Equal(got, want) {
+	dec := schematest.Plain(t, decompositionSchema.Schema)
+	if got, want := schematest.Strings(dec["required"]), schematest.JSONFields(reflect.TypeFor[decompositionReply]()); !slices.Equal(got, want) {
 		t.Errorf("decomposition: required %v, the parser reads %v", got, want)
 	}
-	fs := plainJSON(t, findingsSchema.Schema)
-	if got, want := stringList(fs["required"]), jsonNames(reflect.TypeFor[findingsReply]()); !slices.Equal(got, want) {
+	fs := schematest.Plain(t, findingsSchema.Schema)
+	if got, want := schematest.Strings(fs["required"]), schematest.JSONFields(reflect.TypeFor[findingsReply]()); !slices.Equal(got, want) {
 		t.Errorf("findings: required %v, the parser reads %v", got, want)
 	}
 	item := fs["properties"].(map[string]any)["findings"].(map[string]any)["items"].(map[string]any)
-	if got, want := stringList(item["required"]), jsonNames(reflect.TypeFor[findingReply]()); !slices.Equal(got, want) {
+	if got, want := schematest.Strings(item["required"]), schematest.JSONFields(reflect.TypeFor[findingReply]()); !slices.Equal(got, want) {
 		t.Errorf("finding: required %v, the parser reads %v", got, want)
 	}
 	for _, s := range []map[string]any{dec, fs, item} {
@@ -104,21 +39,21 @@ func TestPhaseSchemasMatchParsers(t *testing.T) {
 	}
 	// Every enum value is one the parser accepts.
 	props := item["properties"].(map[string]any)
-	for _, v := range stringList(props["level"].(map[string]any)["enum"]) {
+	for _, v := range schematest.Strings(props["level"].(map[string]any)["enum"]) {
 		if _, err := ParseErrorLevel(v); err != nil {
 			t.Errorf("level %q: %v", v, err)
 		}
 	}
-	for _, v := range stringList(props["severity"].(map[string]any)["enum"]) {
+	for _, v := range schematest.Strings(props["severity"].(map[string]any)["enum"]) {
 		if _, err := ParseSeverity(v); err != nil {
 			t.Errorf("severity %q: %v", v, err)
 		}
 	}
 
 	// Examples: valid for the schema and for the parser.
-	ds, fss := compileSchema(t, decompositionSchema.Schema), compileSchema(t, findingsSchema.Schema)
+	ds, fss := schematest.Compile(t, decompositionSchema.Schema), schematest.Compile(t, findingsSchema.Schema)
 	for _, ex := range []string{decReply, `{"facts":[],"chains":[]}`} {
-		if err := validates(ds, ex); err != nil {
+		if err := schematest.Validate(ds, ex); err != nil {
 			t.Errorf("decomposition %s: %v", ex, err)
 		}
 		if _, err := ParseDecomposition(ex); err != nil {
@@ -127,7 +62,7 @@ func TestPhaseSchemasMatchParsers(t *testing.T) {
 	}
 	for _, ex := range []string{factReply, logicReply,
 		`{"findings":[{"claim":"c","level":"reasonable_inference","severity":"none","quote":"","reason":"r"}]}`} {
-		if err := validates(fss, ex); err != nil {
+		if err := schematest.Validate(fss, ex); err != nil {
 			t.Errorf("findings %s: %v", ex, err)
 		}
 		if _, err := ParseFindings(ex, KindFact); err != nil {
@@ -135,14 +70,14 @@ func TestPhaseSchemasMatchParsers(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`{"facts":[]}`, `{"facts":["a"],"chains":[],"x":1}`} {
-		if validates(ds, bad) == nil {
+		if schematest.Validate(ds, bad) == nil {
 			t.Errorf("decomposition schema accepts %s", bad)
 		}
 	}
 	for _, bad := range []string{`{"findings":[{"claim":"c","level":"wrong","severity":"high","quote":"q","reason":"r"}]}`,
 		`{"findings":[{"claim":"c","level":"unsupported","severity":"medium","quote":"q","reason":"r"}]}`,
 		`{"findings":[{"claim":"c","level":"unsupported","quote":"q","reason":"r"}]}`} {
-		if validates(fss, bad) == nil {
+		if schematest.Validate(fss, bad) == nil {
 			t.Errorf("findings schema accepts %s", bad)
 		}
 	}
@@ -200,22 +135,6 @@ func wantFormat(t *testing.T, r scriptedmodel.Request) llm.JSONSchema {
 	return findingsSchema
 }
 
-func sentSchema(t *testing.T, raw json.RawMessage) (string, bool, map[string]any) {
-	t.Helper()
-	var rf struct {
-		Type       string `json:"type"`
-		JSONSchema struct {
-			Name   string         `json:"name"`
-			Strict bool           `json:"strict"`
-			Schema map[string]any `json:"schema"`
-		} `json:"json_schema"`
-	}
-	if err := json.Unmarshal(raw, &rf); err != nil || rf.Type != "json_schema" {
-		t.Fatalf("response_format %s: %v", raw, err)
-	}
-	return rf.JSONSchema.Name, rf.JSONSchema.Strict, rf.JSONSchema.Schema
-}
-
 // (a) A server that honours response_format: each phase requests its
 // schema, the replies are the bare objects, the item is scored; the
 // Auditor's sampling options go with every call.
@@ -240,15 +159,15 @@ func TestAuditStructuredOutputsHonoured(t *testing.T) {
 	}
 	for _, r := range reqs {
 		want := wantFormat(t, r)
-		name, strict, schema := sentSchema(t, r.ResponseFormat)
-		if name != want.Name || !strict || !reflect.DeepEqual(schema, plainJSON(t, want.Schema)) {
+		name, strict, schema := schematest.Sent(t, r.ResponseFormat)
+		if name != want.Name || !strict || !reflect.DeepEqual(schema, schematest.Plain(t, want.Schema)) {
 			t.Errorf("response_format %s strict %v schema %v, want %s", name, strict, schema, want.Name)
 		}
-		if got, exp := stringList(schema["required"]), stringList(plainJSON(t, want.Schema)["required"]); !slices.Equal(got, exp) {
+		if got, exp := schematest.Strings(schema["required"]), schematest.Strings(schematest.Plain(t, want.Schema)["required"]); !slices.Equal(got, exp) {
 			t.Errorf("%s: required %v, want %v", name, got, exp)
 		}
 		phase := phaseRE.FindStringSubmatch(r.Transcript())[1]
-		if err := validates(compileSchema(t, schema), replies[phase]); err != nil {
+		if err := schematest.Validate(schematest.Compile(t, schema), replies[phase]); err != nil {
 			t.Errorf("%s: the scripted reply does not follow the schema: %v", phase, err)
 		}
 		if r.Temperature == nil || *r.Temperature != 0.1 || r.MaxTokens == nil || *r.MaxTokens != 500 || r.TopP == nil || *r.TopP != topP ||
@@ -327,7 +246,7 @@ func TestAuditStructuredOutputsIgnored(t *testing.T) {
 		t.Errorf("%d requests, want 3 (no re-ask)", n)
 	}
 	for _, r := range srv.Requests() {
-		if name, _, _ := sentSchema(t, r.ResponseFormat); name != wantFormat(t, r).Name {
+		if name, _, _ := schematest.Sent(t, r.ResponseFormat); name != wantFormat(t, r).Name {
 			t.Errorf("response_format %s", name)
 		}
 	}
