@@ -7,35 +7,8 @@ import (
 	"testing"
 
 	"github.com/vera-run/vera/internal/modelcheck"
-	"github.com/vera-run/vera/internal/scriptedmodel"
+	"github.com/vera-run/vera/internal/modelcheck/modelchecktest"
 )
-
-// fixtureServer answers each of `vera model check`'s requests with a
-// fixture of one server family (by check name, the fixture case).
-func fixtureServer(t *testing.T, family string, cases map[string]string) *scriptedmodel.Server {
-	t.Helper()
-	replies := map[string]scriptedmodel.Reply{}
-	for check, name := range cases {
-		replies[check] = scriptedmodel.MustFixture(family, name).Reply()
-	}
-	return scriptedmodel.Start(t, scriptedmodel.WithRules(scriptedmodel.OnFunc(func(r scriptedmodel.Request) (scriptedmodel.Reply, bool) {
-		check := modelcheck.CheckCompletion
-		switch {
-		case r.Stream:
-			check = modelcheck.CheckStreaming
-		case len(r.Tools) > 0:
-			check = modelcheck.CheckTools
-		case r.ResponseFormat != nil:
-			check = modelcheck.CheckStructured
-		case r.Temperature != nil:
-			check = modelcheck.CheckSampling
-		case strings.Contains(r.LastUserMessage(), "17 × 23"):
-			check = modelcheck.CheckReasoning
-		}
-		reply, ok := replies[check]
-		return reply, ok
-	})))
-}
 
 // verdicts reads the CAPABILITY / WORKS columns of the printed table.
 func verdicts(table string) map[string]string {
@@ -81,7 +54,7 @@ func TestModelCheckFamilies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := fixtureServer(t, tc.family, tc.fixtures)
+			srv := modelchecktest.FixtureServer(t, tc.family, tc.fixtures)
 			out, errOut, code := runCLI(t, "model", "check", "--base-url", srv.URL(), "--model", "m", "--timeout", "10s")
 			if code != exitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
@@ -110,7 +83,7 @@ func TestModelCheckFamilies(t *testing.T) {
 
 // TestModelCheckJSON: --json prints the report as JSON.
 func TestModelCheckJSON(t *testing.T) {
-	srv := fixtureServer(t, "openai", map[string]string{"completion": "chat", "streaming": "chat_stream", "tools": "tool_call", "structured": "structured", "reasoning": "reasoning_tokens", "sampling": "chat"})
+	srv := modelchecktest.FixtureServer(t, "openai", map[string]string{"completion": "chat", "streaming": "chat_stream", "tools": "tool_call", "structured": "structured", "reasoning": "reasoning_tokens", "sampling": "chat"})
 	out, errOut, code := runCLI(t, "model", "check", "--base-url", srv.URL(), "--model", "gpt-4.1-mini", "--json")
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
@@ -131,7 +104,7 @@ func TestModelCheckJSON(t *testing.T) {
 // basic completion fail: the table says so, the rest is skipped, and the
 // command exits 1 with one line naming the cause.
 func TestModelCheckFails(t *testing.T) {
-	srv := fixtureServer(t, "lmstudio", map[string]string{"completion": "error_wrong_path"})
+	srv := modelchecktest.FixtureServer(t, "lmstudio", map[string]string{"completion": "error_wrong_path"})
 	out, errOut, code := runCLI(t, "model", "check", "--base-url", srv.URL(), "--model", "qwen/qwen3-8b")
 	if code != exitFailure {
 		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)

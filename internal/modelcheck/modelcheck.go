@@ -35,6 +35,10 @@ const (
 	Skipped Verdict = "skipped"
 )
 
+// ReasoningQuestion is what the reasoning check asks: a question a
+// reasoning model thinks about before it answers.
+const ReasoningQuestion = "What is 17 × 23? Think it through, then answer with the number only."
+
 // Check names.
 const (
 	CheckCompletion = "completion"
@@ -394,7 +398,7 @@ func validCityPopulation(text string) string {
 func checkReasoning(ctx context.Context, c *llm.Client) Result {
 	r := Result{Check: CheckReasoning}
 	resp, err := call(ctx, c, CheckReasoning, llm.Request{
-		Messages: messages("What is 17 × 23? Think it through, then answer with the number only."),
+		Messages: messages(ReasoningQuestion),
 	})
 	r.LatencyMS = resp.Latency.Milliseconds()
 	if err != nil {

@@ -8,35 +8,8 @@ import (
 	"time"
 
 	"github.com/vera-run/vera/internal/modelcheck"
-	"github.com/vera-run/vera/internal/scriptedmodel"
+	"github.com/vera-run/vera/internal/modelcheck/modelchecktest"
 )
-
-// server is a scripted server that answers each check's request with a
-// fixture of one server family: by check name, the fixture case.
-func server(t *testing.T, family string, cases map[string]string) *scriptedmodel.Server {
-	t.Helper()
-	replies := map[string]scriptedmodel.Reply{}
-	for check, name := range cases {
-		replies[check] = scriptedmodel.MustFixture(family, name).Reply()
-	}
-	return scriptedmodel.Start(t, scriptedmodel.WithRules(scriptedmodel.OnFunc(func(r scriptedmodel.Request) (scriptedmodel.Reply, bool) {
-		check := modelcheck.CheckCompletion
-		switch {
-		case r.Stream:
-			check = modelcheck.CheckStreaming
-		case len(r.Tools) > 0:
-			check = modelcheck.CheckTools
-		case r.ResponseFormat != nil:
-			check = modelcheck.CheckStructured
-		case r.Temperature != nil:
-			check = modelcheck.CheckSampling
-		case strings.Contains(r.LastUserMessage(), "17 × 23"):
-			check = modelcheck.CheckReasoning
-		}
-		reply, ok := replies[check]
-		return reply, ok
-	})))
-}
 
 func TestChecksAgainstFixtures(t *testing.T) {
 	type want map[string]modelcheck.Verdict
@@ -106,7 +79,7 @@ func TestChecksAgainstFixtures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := server(t, tc.family, tc.fixtures)
+			srv := modelchecktest.FixtureServer(t, tc.family, tc.fixtures)
 			rep, err := modelcheck.Run(context.Background(), modelcheck.Config{BaseURL: srv.URL(), Model: "m", Timeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
