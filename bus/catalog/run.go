@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -67,8 +68,13 @@ func (ToolProtocol) enumValues() []string { return []string{"", "auto", "native"
 func (p ToolProtocol) Valid() bool { return validEnum(p, string(p)) }
 
 // reservedBodyKeys are the request members VERA sets itself: extra_body
-// may not override them.
-var reservedBodyKeys = []string{"model", "messages", "tools", "tool_choice", "stream", "stream_options", "response_format", "functions", "function_call", "n"}
+// may not override them. The model client refuses the same members
+// (llm.ReservedBodyKeys; a test there keeps the two lists equal): this
+// check is the early one, when a run's settings are given.
+var reservedBodyKeys = []string{"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "response_format", "functions", "function_call", "n"}
+
+// ReservedBodyKeys returns the request members extra_body may not set.
+func ReservedBodyKeys() []string { return slices.Clone(reservedBodyKeys) }
 
 // ValidateSampling checks the protocol, sampling and extra_body settings of
 // a model configuration.
@@ -92,10 +98,8 @@ func (m ModelConfig) ValidateSampling() error {
 		return fmt.Errorf("stop: %d sequences, at most 4", len(m.Stop))
 	}
 	for k := range m.ExtraBody {
-		for _, r := range reservedBodyKeys {
-			if k == r {
-				return fmt.Errorf("extra_body sets %q, which VERA sets itself", k)
-			}
+		if slices.Contains(reservedBodyKeys, k) {
+			return fmt.Errorf("extra_body sets %q, which VERA sets itself", k)
 		}
 	}
 	return nil

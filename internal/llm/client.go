@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -634,7 +635,14 @@ func (c *Client) params(req Request, model string, drop dropped) (openai.ChatCom
 }
 
 // reservedBodyKeys are the request members the client sets itself.
+// Package catalog refuses the same members in a run's extra_body setting
+// (catalog.ReservedBodyKeys; TestReservedBodyKeysAreTheCatalogues keeps
+// the lists equal).
 var reservedBodyKeys = []string{"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "response_format", "functions", "function_call", "n"}
+
+// ReservedBodyKeys returns the request members Sampling.ExtraBody may not
+// set.
+func ReservedBodyKeys() []string { return slices.Clone(reservedBodyKeys) }
 
 // doJSON makes one non-streaming request. The body is read raw and decoded
 // here, so that a malformed 200 body is told apart from a broken

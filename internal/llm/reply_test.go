@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/scriptedmodel"
 )
@@ -185,5 +187,17 @@ func TestStreamTimeouts(t *testing.T) {
 				t.Fatalf("err = %v, want ErrTimeout saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestReservedBodyKeysAreTheCatalogues: the members a run's extra_body
+// setting may not set (checked when the run is submitted) are the ones the
+// client refuses.
+func TestReservedBodyKeysAreTheCatalogues(t *testing.T) {
+	client, domain := llm.ReservedBodyKeys(), catalog.ReservedBodyKeys()
+	slices.Sort(client)
+	slices.Sort(domain)
+	if !slices.Equal(client, domain) {
+		t.Fatalf("client refuses %v, the catalogue %v", client, domain)
 	}
 }
