@@ -236,7 +236,6 @@ type chaosTrial struct {
 	outcome       string
 	notTriggered  bool
 	runExit       int
-	runErr        string
 	modelRequests int
 }
 

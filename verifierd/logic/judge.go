@@ -28,7 +28,6 @@ const CueClaim CueKind = "claim"
 var (
 	callExpr   = regexp.MustCompile(`([A-Za-z_][\w.]*)\s*\(([^\n]*)\)`)
 	litExpr    = regexp.MustCompile(`'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|(-?\d+(?:\.\d+)?)`)
-	fileExpr   = regexp.MustCompile(`\[File: ([^\s\]]+)`)
 	editBash   = regexp.MustCompile(`^\s*edit\s+(\d+):(\d+)(?:\s+(\S+))?`)
 	fileToken  = regexp.MustCompile(`[\w./-]*\w\.\w{1,5}\b`)
 	bidRoleTag = regexp.MustCompile(`^\s*([A-Za-z]+)\s+'([^'\n]{0,80})'`)
