@@ -407,7 +407,7 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 				return false, nil
 			}
 			reason := "model call failed: " + callErr.Error()
-			if mode == catalog.ToolProtocolNative && refusedTools(callErr) {
+			if mode == catalog.ToolProtocolNative && llm.RefusesFeature(callErr, llm.FeatureTools) {
 				reason += " (the server seems to refuse native tools: run with --tool-protocol text or auto)"
 			}
 			return true, a.finish(ctx, v, catalog.OutcomeFailed, reason, "", n-1, cause.ID, "agent/run.finished/failed", fenced(a.fence(v)))
@@ -524,17 +524,6 @@ var nativeTools = func() []llm.Tool {
 	}
 	return out
 }()
-
-// refusedTools reports whether a model call's error looks like a server
-// refusing native tools (an HTTP 4xx naming them).
-func refusedTools(err error) bool {
-	var apiErr *llm.APIError
-	if !errors.As(err, &apiErr) || apiErr.Status < 400 || apiErr.Status >= 500 {
-		return false
-	}
-	msg := strings.ToLower(apiErr.Message)
-	return strings.Contains(msg, "tool") || strings.Contains(msg, "function")
-}
 
 // parseStep turns a model reply, read with protocol mode, into the step
 // event.

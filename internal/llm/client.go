@@ -348,27 +348,21 @@ func (d dropped) names() []string {
 
 // refusedFeature reports whether the attempt failed because the server
 // refused an optional feature of the request (tools, response_format) and
-// which features to drop for the next attempt. A refusal is an HTTP 400,
-// 404, 422 or 501 whose message names the feature; when it names neither,
-// every optional feature still sent is dropped at once.
+// which features to drop for the next attempt (see refusal); when the
+// message names neither, every optional feature still sent is dropped at
+// once.
 func (c *Client) refusedFeature(req Request, drop dropped, out attemptResult) (bool, dropped) {
 	if !req.Optional || out.kind != kindAPI {
 		return false, drop
 	}
-	switch out.status {
-	case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusNotImplemented:
-	default:
-		if !permanentRefusal(out.err.Error()) {
-			return false, drop
-		}
+	ok, namesTools, namesFormat := refusal(out.status, out.err.Error())
+	if !ok {
+		return false, drop
 	}
 	hasTools, hasFormat := len(req.Tools) > 0 && !drop.tools, req.ResponseFormat != nil && !drop.format
 	if !hasTools && !hasFormat {
 		return false, drop
 	}
-	msg := strings.ToLower(out.err.Error())
-	namesTools := strings.Contains(msg, "tool") || strings.Contains(msg, "function")
-	namesFormat := strings.Contains(msg, "response_format") || strings.Contains(msg, "json_schema") || strings.Contains(msg, "grammar") || strings.Contains(msg, "schema")
 	next := drop
 	switch {
 	case hasTools && namesTools:
@@ -379,6 +373,42 @@ func (c *Client) refusedFeature(req Request, drop dropped, out attemptResult) (b
 		next.tools, next.format = drop.tools || hasTools, drop.format || hasFormat
 	}
 	return true, next
+}
+
+// refusal reads an HTTP error as a server's refusal of a request feature:
+// an HTTP 400, 404, 422 or 501, or a message no retry cures whatever its
+// status (permanentRefusal); and which features its message names.
+func refusal(status int, msg string) (ok, namesTools, namesFormat bool) {
+	switch status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusNotImplemented:
+	default:
+		if !permanentRefusal(msg) {
+			return false, false, false
+		}
+	}
+	m := strings.ToLower(msg)
+	namesTools = strings.Contains(m, "tool") || strings.Contains(m, "function")
+	namesFormat = strings.Contains(m, "response_format") || strings.Contains(m, "json_schema") || strings.Contains(m, "grammar") || strings.Contains(m, "schema")
+	return true, namesTools, namesFormat
+}
+
+// RefusesFeature reports whether err, a call's error, is the server
+// refusing feature (FeatureTools or FeatureResponseFormat) as a request
+// with Optional set would have dropped it: a refusal naming it, or naming
+// no feature at all.
+func RefusesFeature(err error, feature string) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	ok, namesTools, namesFormat := refusal(ae.Status, ae.Error())
+	switch feature {
+	case FeatureTools:
+		return ok && (namesTools || !namesFormat)
+	case FeatureResponseFormat:
+		return ok && (namesFormat || !namesTools)
+	}
+	return false
 }
 
 // errKind classifies the outcome of an attempt.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -199,5 +200,33 @@ func TestReservedBodyKeysAreTheCatalogues(t *testing.T) {
 	slices.Sort(domain)
 	if !slices.Equal(client, domain) {
 		t.Fatalf("client refuses %v, the catalogue %v", client, domain)
+	}
+}
+
+// TestRefusesFeature: a call's error is read as the refusal of a feature
+// by the same rule the client drops Optional features with.
+func TestRefusesFeature(t *testing.T) {
+	for _, tc := range []struct {
+		status        int
+		msg           string
+		tools, format bool
+	}{
+		{400, "tools are not supported by this model", true, false},
+		{500, "tools param requires --jinja flag", true, false},
+		{400, "response_format json_schema is not supported", false, true},
+		{422, "unknown parameter", true, true}, // names no feature: either
+		{429, "too many tool calls per minute", false, false},
+		{401, "invalid API key", false, false},
+	} {
+		err := fmt.Errorf("call x: %w", &llm.APIError{Status: tc.status, Message: tc.msg})
+		if got := llm.RefusesFeature(err, llm.FeatureTools); got != tc.tools {
+			t.Errorf("%d %q: refuses tools %v, want %v", tc.status, tc.msg, got, tc.tools)
+		}
+		if got := llm.RefusesFeature(err, llm.FeatureResponseFormat); got != tc.format {
+			t.Errorf("%d %q: refuses response_format %v, want %v", tc.status, tc.msg, got, tc.format)
+		}
+	}
+	if llm.RefusesFeature(errors.New("connection refused"), llm.FeatureTools) {
+		t.Error("a connection error read as a refusal")
 	}
 }
