@@ -197,9 +197,6 @@ func (c *Client) Model() string { return c.model }
 // Timeout returns the per-attempt timeout (0: none).
 func (c *Client) Timeout() time.Duration { return c.timeout }
 
-// Streams reports whether the client requests streamed replies.
-func (c *Client) Streams() bool { return c.stream }
-
 // MaxAttempts returns 1 + the number of retries.
 func (c *Client) MaxAttempts() int { return 1 + c.maxRetries }
 
