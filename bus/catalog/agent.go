@@ -19,7 +19,11 @@ type AgentStep struct {
 	ActionTool      ActionTool   `json:"action_tool,omitempty" jsonschema_description:"Tool named by the action; empty when the action could not be parsed."`
 	Command         string       `json:"command,omitempty" jsonschema_description:"Shell command, when action_tool is shell (from args.cmd or command)."`
 	NotesText       string       `json:"notes_text,omitempty" jsonschema_description:"Text to append to notes.md, when action_tool is notes_append."`
-	Answer          string       `json:"answer,omitempty" jsonschema_description:"Candidate answer, when action_tool is submit."`
+	Answer          string       `json:"answer,omitempty" jsonschema_description:"Candidate answer, when action_tool is submit (for an answer file: its content, when small)."`
+	AnswerFile      string       `json:"answer_file,omitempty" jsonschema_description:"When action_tool is submit with a file: the file under /work/output/ whose content at submit time is the answer."`
+	AnswerSHA256    string       `json:"answer_sha256,omitempty" jsonschema_description:"Digest of the answer file's content at submit time."`
+	AnswerBlob      *BlobRef     `json:"answer_blob,omitempty" jsonschema_description:"The answer file's content, when too big to be inline."`
+	Edit            *EditArgs    `json:"edit,omitempty" jsonschema_description:"The file operation, when action_tool is edit."`
 	EvidenceUsed    []string     `json:"evidence_used,omitempty" jsonschema:"pattern=^ev_[0-9]{4}[0-9]*$" jsonschema_description:"Evidence ids cited on the EVIDENCE_USED line that exist."`
 	UnknownEvidence []string     `json:"unknown_evidence,omitempty" jsonschema_description:"Ids cited on the EVIDENCE_USED line that match no recorded evidence."`
 	StatusUpdate    string       `json:"status_update,omitempty" jsonschema_description:"The STATUS_UPDATE line, e.g. UNRESOLVED(need the official changelog)."`

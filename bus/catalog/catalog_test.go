@@ -89,7 +89,7 @@ func TestBriefTypesPresent(t *testing.T) {
 	want := []string{
 		TypeTaskSubmitted, TypeRunStarted, TypeRunFinished, TypeRunCancelled,
 		TypeModelRequested, TypeModelResponded, TypeAgentStep, TypeAgentProtocol,
-		TypeToolRequested, TypeToolStarted, TypeToolFinished,
+		TypeToolRequested, TypeToolStarted, TypeToolFinished, TypeToolSession,
 		TypeNotesAppended, TypeEvidenceRecorded, TypeLedgerMove, TypeLedgerQuery,
 		TypeContainerLog, TypeContainerEvent, TypeLogicVerdict,
 		TypeAuditRequested, TypeAuditDecomposed, TypeAuditCheckStarted, TypeAuditCheck, TypeAuditJudged, TypeAuditFeedback,

@@ -272,6 +272,23 @@ func catalogEntries() []Entry {
 			},
 		},
 		{
+			Type:    TypeToolSession,
+			Summary: "sandboxd started a shell session in a container, or replaced one, and what that lost.",
+			Description: "Persistent session mode (sandbox.session persistent, the default): a container's commands run in a long-lived session instead of a Docker exec each. " +
+				"Every command starts from the state its request carries (cwd, env, shell_state), so a new session loses no shell state; lost names what it does lose (the job table of earlier background jobs, whose processes keep running). " +
+				"Emitted before the first command a session runs, with an id derived from that request.",
+			Producers: sandboxdOnly,
+			Consumers: projectorOnly,
+			New:       func() Payload { return new(ToolSession) },
+			Example: ToolSession{
+				Container: "vera-01jnz8p2w7c5",
+				SessionID: "9d3e1f0a77c2",
+				Action:    "restarted",
+				Reason:    "sandboxd restarted: the previous session's keeper ended with it",
+				Lost:      []string{"the job table of background jobs started by earlier commands (their processes keep running)"},
+			},
+		},
+		{
 			Type:    TypeNotesAppended,
 			Summary: "Text appended to the run's notes.md (append-only).",
 			Description: "Emitted by the agent for a notes_append action, for the evidence ids it records, and for auditor feedback it pins. " +

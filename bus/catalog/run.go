@@ -115,10 +115,13 @@ type AuditorConfig struct {
 
 // SandboxConfig holds the Docker sandbox settings of a run.
 type SandboxConfig struct {
-	Network       bool   `json:"network" jsonschema_description:"Whether the sandbox container can reach the network (web access is curl/wget from the shell)."`
-	Lab           bool   `json:"lab" jsonschema_description:"Lab mode: a privileged container running as root, so apt-get and low-level network changes work. Removes most isolation; trusted machines only."`
-	Image         string `json:"image,omitempty" jsonschema_description:"Sandbox image; empty = VERA's built-in image."`
-	ToolTimeoutMS int64  `json:"tool_timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Default timeout of one command in milliseconds; 0 = the default (900000)."`
+	Network        bool        `json:"network" jsonschema_description:"Whether the sandbox container can reach the network (web access is curl/wget from the shell)."`
+	Lab            bool        `json:"lab" jsonschema_description:"Lab mode: a privileged container running as root, so apt-get and low-level network changes work. Removes most isolation; trusted machines only."`
+	Image          string      `json:"image,omitempty" jsonschema_description:"Sandbox image; empty = VERA's built-in image."`
+	ToolTimeoutMS  int64       `json:"tool_timeout_ms,omitempty" jsonschema:"minimum=0" jsonschema_description:"Default timeout of one command in milliseconds; 0 = the default (900000)."`
+	Session        SessionMode `json:"session,omitempty" jsonschema_description:"How commands run: persistent (one shell session per container; functions, aliases and variables persist) or exec (a Docker exec per command; only cd and export persist); empty = persistent."`
+	WorkLimitMB    int64       `json:"work_limit_mb,omitempty" jsonschema:"minimum=0" jsonschema_description:"Limit on the size of /work in MiB; 0 = sandboxd's default."`
+	ScratchLimitMB int64       `json:"scratch_limit_mb,omitempty" jsonschema:"minimum=0" jsonschema_description:"Limit in MiB on what the container writes outside /work (/tmp, /var/tmp and its writable layer); 0 = sandboxd's default."`
 }
 
 // VerifyFastConfig holds the VerifyFast settings of a run.
@@ -187,6 +190,8 @@ type RunFinished struct {
 	Reason         string     `json:"reason,omitempty" jsonschema_description:"Why the run ended so: for UNRESOLVED a concrete summary (e.g. no official announcement found in the sources checked), for FAILED the error (cancelled, model unreachable...)."`
 	Answer         string     `json:"answer,omitempty" jsonschema_description:"The final answer, inline when small."`
 	AnswerBlob     *BlobRef   `json:"answer_blob,omitempty" jsonschema_description:"The final answer when too big to be inline."`
+	AnswerFile     string     `json:"answer_file,omitempty" jsonschema_description:"The file under /work/output/ the final answer was read from, when it was submitted as a file."`
+	AnswerSHA256   string     `json:"answer_sha256,omitempty" jsonschema_description:"Digest of the final answer file's content at submit time."`
 	Steps          int        `json:"steps" jsonschema:"minimum=0" jsonschema_description:"Agent steps taken."`
 	BestAuditRound int        `json:"best_audit_round,omitempty" jsonschema:"minimum=0" jsonschema_description:"Audit round whose answer was kept (the best-scoring one); 0 = not audited."`
 	BestScore      int        `json:"best_score,omitempty" jsonschema:"minimum=0,maximum=4" jsonschema_description:"Auditor score (1-4) of that round; 0 = not audited."`

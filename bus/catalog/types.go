@@ -77,9 +77,10 @@ const (
 	ActionShell       ActionTool = "shell"
 	ActionNotesAppend ActionTool = "notes_append"
 	ActionSubmit      ActionTool = "submit"
+	ActionEdit        ActionTool = "edit"
 )
 
-func (ActionTool) enumValues() []string { return []string{"shell", "notes_append", "submit"} }
+func (ActionTool) enumValues() []string { return []string{"shell", "notes_append", "submit", "edit"} }
 
 // Valid reports whether a is a known value.
 func (a ActionTool) Valid() bool { return validEnum(a, string(a)) }
@@ -99,13 +100,55 @@ func (Requester) enumValues() []string { return []string{"agent", "auditor", "cl
 // Valid reports whether r is a known value.
 func (r Requester) Valid() bool { return validEnum(r, string(r)) }
 
-// ToolName is the sandbox tool of a request. VERA has one: the shell.
+// ToolName is the sandbox tool of a request: the shell, or the file tool.
 type ToolName string
 
-// ToolShell is the only tool: a shell command run in the sandbox.
-const ToolShell ToolName = "shell"
+// ToolName values.
+const (
+	ToolShell ToolName = "shell" // a shell command run in the sandbox
+	ToolEdit  ToolName = "edit"  // a file view or edit (EditArgs), run by sandboxd in the sandbox
+)
 
-func (ToolName) enumValues() []string { return []string{"shell"} }
+func (ToolName) enumValues() []string { return []string{"shell", "edit"} }
+
+// EditOp is one operation of the file tool.
+type EditOp string
+
+// EditOp values.
+const (
+	EditView       EditOp = "view"        // show a file (or a line range) with line numbers
+	EditCreate     EditOp = "create"      // create a file that does not exist yet
+	EditStrReplace EditOp = "str_replace" // replace the one occurrence of old_str with new_str
+	EditInsert     EditOp = "insert"      // insert new_str after line insert_line (0 = at the top)
+	EditUndo       EditOp = "undo"        // undo the last edit of the file
+)
+
+func (EditOp) enumValues() []string {
+	return []string{"view", "create", "str_replace", "insert", "undo"}
+}
+
+// Valid reports whether o is a known value.
+func (o EditOp) Valid() bool { return validEnum(o, string(o)) }
+
+// SessionMode is how sandboxd runs a run's shell commands.
+type SessionMode string
+
+// SessionMode values.
+const (
+	// SessionPersistent: one long-lived session per container; each
+	// command starts from the whole shell state its requester passes
+	// (cwd, exports and shell_state: functions, aliases, variables,
+	// options), without a Docker exec of its own.
+	SessionPersistent SessionMode = "persistent"
+	// SessionExec: one Docker exec per command; only cwd and exports
+	// carry over.
+	SessionExec SessionMode = "exec"
+)
+
+func (SessionMode) enumValues() []string { return []string{"persistent", "exec"} }
+
+// Valid reports whether m is a known value.
+func (m SessionMode) Valid() bool { return validEnum(m, string(m)) }
 
 // Valid reports whether t is a known value.
 func (t ToolName) Valid() bool { return validEnum(t, string(t)) }
@@ -390,6 +433,8 @@ var typeDocs = map[reflect.Type]string{
 	reflect.TypeFor[AuditCheckPlan]():   "A yes/no verification question planned by the decomposition.",
 	reflect.TypeFor[ScoreCap]():         "A SCOUT gating rule that capped the judge's score.",
 	reflect.TypeFor[VerifyFastError]():  "One error found by a VerifyFast check phase.",
+	reflect.TypeFor[EditArgs]():         "One operation of the file tool (edit): view, create, str_replace, insert or undo on a file of the sandbox.",
+	reflect.TypeFor[EditResult]():       "What an edit did to a file: whether it changed, the unified diff and the content digests before and after.",
 }
 
 // sharedTypes are documented once in docs/events.md and linked from field

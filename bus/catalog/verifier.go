@@ -39,6 +39,8 @@ type AuditRequested struct {
 	Round         int      `json:"round" jsonschema:"minimum=1" jsonschema_description:"Verification round, from 1."`
 	Answer        string   `json:"answer" jsonschema_description:"The candidate answer, inline when small."`
 	AnswerBlob    *BlobRef `json:"answer_blob,omitempty" jsonschema_description:"The candidate answer when too big to be inline."`
+	AnswerFile    string   `json:"answer_file,omitempty" jsonschema_description:"The file under /work/output/ the answer was read from, when submitted as a file (the auditor reads the same file)."`
+	AnswerSHA256  string   `json:"answer_sha256,omitempty" jsonschema_description:"Digest of the answer file's content at submit time."`
 	CandidateStep int      `json:"candidate_step" jsonschema:"minimum=0" jsonschema_description:"The agent step that submitted it."`
 	EvidenceIDs   []string `json:"evidence_ids,omitempty" jsonschema:"pattern=^ev_[0-9]{4}[0-9]*$" jsonschema_description:"Evidence the answer cites."`
 	ToolCalls     int      `json:"tool_calls" jsonschema:"minimum=0" jsonschema_description:"Agent tool calls finished before the request; 0 means verification before any tool (dra_verifier_before_tools_total)."`
