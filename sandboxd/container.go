@@ -74,6 +74,7 @@ type box struct {
 	env      map[string]string // the container's own environment
 	bash, sh string            // the image's bash and sh, by absolute path (prepareShell)
 	stateDir string            // host directory mounted at StateMount
+	sessions *sessionPool      // the container's persistent sessions
 }
 
 // prepareWorkDir creates the work dir and, when the daemon runs as root
@@ -163,7 +164,11 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 	if err != nil {
 		return nil, fmt.Errorf("sandbox image %s: %w", info.Config.Image, err)
 	}
-	b := &box{name: name, id: info.ID, role: r, env: envMap(info.Config.Env), bash: bash, sh: sh, stateDir: stateSource(info)}
+	pool := newSessionPool()
+	if old := rs.boxes[r]; old != nil && old.sessions != nil {
+		pool = old.sessions // the container restarted: its sessions are gone, what came before them is not
+	}
+	b := &box{name: name, id: info.ID, role: r, env: envMap(info.Config.Env), bash: bash, sh: sh, stateDir: stateSource(info), sessions: pool}
 	rs.boxes[r] = b
 	d.followLogs(b, rs.id)
 	return b, nil

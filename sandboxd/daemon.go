@@ -62,6 +62,10 @@ type runState struct {
 	inflight map[string]bool            // request id → being handled by this daemon now
 	unsent   map[string]*unsentResult   // request id → a result whose publish failed, sent again on redelivery
 	requests map[string]recordedRequest // request id → the request, for recovery
+	// sessionsSeen: container name → the last session recorded on the
+	// stream (by any daemon), so that a new daemon's session says it
+	// replaced one.
+	sessionsSeen map[string]sessionInfo
 
 	active sync.RWMutex // read: a request is being handled; write: the run's containers are removed
 
@@ -121,6 +125,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer func() {
 		d.bgCancel()
 		d.bg.Wait()
+		d.closeSessions()
 	}()
 	if _, err := d.docker.Ping(ctx); err != nil {
 		d.log.Error("Docker is not reachable; requests will be answered with an error until it is", "err", err)
@@ -161,13 +166,33 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return first
 }
 
+// closeSessions ends every session this daemon started (it is stopping):
+// each keeper ends at the end of its input.
+func (d *Daemon) closeSessions() {
+	d.mu.Lock()
+	runs := make([]*runState, 0, len(d.runs))
+	for _, rs := range d.runs {
+		runs = append(runs, rs)
+	}
+	d.mu.Unlock()
+	for _, rs := range runs {
+		rs.boxMu.Lock()
+		for _, b := range rs.boxes {
+			if b.sessions != nil {
+				b.sessions.closeAll()
+			}
+		}
+		rs.boxMu.Unlock()
+	}
+}
+
 // run returns the run's state (empty until load fills it from the stream).
 func (d *Daemon) run(id string) *runState {
 	d.mu.Lock()
 	rs := d.runs[id]
 	if rs == nil {
 		rs = &runState{id: id, started: map[string]bool{}, startAt: map[string]time.Time{}, finished: map[string]bool{}, inflight: map[string]bool{}, unsent: map[string]*unsentResult{},
-			requests: map[string]recordedRequest{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
+			requests: map[string]recordedRequest{}, sessionsSeen: map[string]sessionInfo{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
 		d.runs[id] = rs
 	}
 	d.mu.Unlock()
@@ -190,7 +215,7 @@ func (d *Daemon) load(ctx context.Context, rs *runState) error {
 	if rs.loaded {
 		return nil
 	}
-	types := []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted, catalog.TypeToolRequested, catalog.TypeToolStarted, catalog.TypeToolFinished, catalog.TypeRunFinished, catalog.TypeRunCancelled}
+	types := []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted, catalog.TypeToolRequested, catalog.TypeToolStarted, catalog.TypeToolFinished, catalog.TypeToolSession, catalog.TypeRunFinished, catalog.TypeRunCancelled}
 	for rec, err := range d.bus.Read(ctx, bus.ReadOptions{RunID: rs.id, Types: types}) {
 		if err != nil {
 			return fmt.Errorf("load run %s: %w", rs.id, err)
@@ -225,6 +250,8 @@ func (d *Daemon) load(ctx context.Context, rs *runState) error {
 			rs.startAt[v.RequestID] = v.StartedAt
 		case *catalog.ToolFinished:
 			rs.finished[v.RequestID] = true
+		case *catalog.ToolSession:
+			rs.sessionsSeen[v.Container] = sessionInfo{id: v.SessionID, started: rec.Event.Time}
 		case *catalog.RunFinished, *catalog.RunCancelled:
 			rs.markEnded()
 		}
@@ -256,6 +283,13 @@ func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
 	}
 	rs.active.Lock() // wait for the requests in flight to be reported
 	defer rs.active.Unlock()
+	rs.boxMu.Lock()
+	for _, b := range rs.boxes {
+		if b.sessions != nil {
+			b.sessions.closeAll()
+		}
+	}
+	rs.boxMu.Unlock()
 	if !d.cfg.KeepContainers {
 		if err := d.removeBoxes(ctx, rs.id); err != nil {
 			d.log.Warn("remove containers of an ended run", "run", rs.id, "err", err)
@@ -403,7 +437,8 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	for k, v := range req.Env {
 		before[k] = v
 	}
-	res := d.execute(ctx, execRequest{
+	mode := d.sessionMode(rs)
+	er := execRequest{
 		box: b, user: user, command: req.Command, cwd: cwd, env: req.Env, timeout: timeout, token: token,
 		stdout: stdout, stderr: stderr, interrup: rs.interrupt,
 		started: func(execID string, at time.Time) error {
@@ -421,7 +456,14 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 			rs.mu.Unlock()
 			return nil
 		},
-	})
+	}
+	var res execResult
+	if mode == catalog.SessionExec {
+		res = d.execute(ctx, er)
+	} else {
+		res = d.executeSession(ctx, sessionRequest{execRequest: er, shellState: req.ShellState,
+			opened: func(s *session, prev *sessionInfo) { d.sessionOpened(ctx, rs, m.Event, b, s, prev) }})
+	}
 	_ = stdout.close()
 	_ = stderr.close()
 	if res.notStarted != nil {
@@ -433,7 +475,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	}
 	tf := catalog.ToolFinished{
 		ExitCode: res.exitCode, DurationMS: res.duration.Milliseconds(), TimedOut: res.timedOut, Interrupted: res.interrupted,
-		Stdout: d.outputOf(ctx, stdout), Stderr: d.outputOf(ctx, stderr), CwdAfter: cwd,
+		Stdout: d.outputOf(ctx, stdout), Stderr: d.outputOf(ctx, stderr), CwdAfter: cwd, Session: mode,
 	}
 	if res.err != nil {
 		tf.Error = res.err.Error()
@@ -450,6 +492,18 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	if res.state != nil {
 		tf.CwdAfter = res.state.cwd
 		tf.Exports = exportsOf(before, res.state.env)
+		if mode == catalog.SessionPersistent {
+			tf.ShellStateAfter = res.state.shell
+			if res.state.shellErr != nil {
+				res.stateErr = res.state.shellErr // cwd and exports carried over; the rest of the state not
+			}
+		}
+	}
+	if res.sessionLost != "" {
+		log.Warn("session given up during the command; the next command gets a new one", "reason", res.sessionLost)
+		if tf.Error == "" || res.timedOut || res.interrupted {
+			tf.Error += "; the session was lost (" + res.sessionLost + "); the next command starts a new one from the recorded state"
+		}
 	}
 	var facts []bus.Event
 	if res.stateErr != nil {
@@ -608,7 +662,18 @@ func (d *Daemon) killLeftover(ctx context.Context, runID string, r role, token s
 	if err != nil || info.State == nil || !info.State.Running {
 		return
 	}
-	d.killCommand(ctx, &box{name: name, id: info.ID}, token, since)
+	// In a session, the command ran under a keeper of the daemon that
+	// died: that keeper's tree goes (this daemon's own sessions stay).
+	var pool *sessionPool
+	if rs := d.run(runID); rs != nil {
+		rs.boxMu.Lock()
+		if b := rs.boxes[r]; b != nil {
+			pool = b.sessions
+		}
+		rs.boxMu.Unlock()
+	}
+	d.killStaleSessions(ctx, info.ID, pool)
+	d.killCommand(ctx, &box{name: name, id: info.ID}, "vera-shell:"+token, since)
 }
 
 // stateNotReported builds the event that records on the run that a

@@ -137,6 +137,7 @@ type execResult struct {
 	state       *shellState
 	stateErr    error // why state is nil when the command ran to an exit
 	err         error
+	sessionLost string // a session was given up during the command: why
 }
 
 // nonceVar passes a command's nonce to its keeper. Only the keeper's own
@@ -225,7 +226,7 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 	}
 	if res.timedOut || res.interrupted {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		d.killCommand(kctx, r.box, r.token, since.Add(-killSince))
+		d.killCommand(kctx, r.box, "vera-shell:"+r.token, since.Add(-killSince))
 		cancel()
 		select {
 		case copyErr = <-copied:
@@ -262,12 +263,14 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 }
 
 // killScript kills every process a command started, using only bash
-// builtins. Arguments: $1 the request's token, $2 when the command's exec
+// builtins. Arguments: $1 what names the command (see below), $2 when the command's exec
 // was created, in microseconds since the epoch (minus a margin).
 //
 // A process belongs to the command when, following parent links up, it
-// reaches the command's keeper (the exec's own process, whose $0 names
-// the token). Docker's execs are the only processes with parent 0 besides
+// reaches the command's keeper: in exec mode the exec's own process, whose
+// $0 ($1 here: "vera-shell:<token>") names the token; in a session ($1:
+// "vera-session:<id>"), the session keeper's only child, the command's
+// shell. Docker's execs are the only processes with parent 0 besides
 // the container's init, and nothing in the container can make one or put
 // itself under another's, so a process under another exec (a concurrent
 // command, this killer, an operator's docker exec) is never the command's.
@@ -284,14 +287,22 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 //
 // It repeats until no such process is left (processes fork while it
 // kills), and exits 3 if some still are after 50 rounds.
-const killScript = `t="vera-shell:$1" since=$2 me=$$ keeper= thr=
+const killScript = `t=$1 since=$2 me=$$ keeper= thr= sk=
 for d in /proc/[0-9]*; do
   read -r s 2>/dev/null < "$d/stat" || continue
   s=${s##*) }; set -f; set -- $s; set +f
-  [[ $2 == 0 && ${d#/proc/} != 1 ]] || continue
+  [[ $2 == 0 && ${d#/proc/} != 1 && ${d#/proc/} != "$me" ]] || continue
   a=(); while IFS= read -r -d '' x; do a+=("$x"); done 2>/dev/null < "$d/cmdline"
-  if [[ ${#a[@]} -gt 4 && ${a[4]} == "$t" ]]; then keeper=${d#/proc/}; thr=${20}; fi
+  [[ ${#a[@]} -gt 4 && ${a[4]} == "$t" ]] || continue
+  if [[ $t == vera-session:* ]]; then sk=${d#/proc/}; else keeper=${d#/proc/}; thr=${20}; fi
 done
+if [[ -n $sk ]]; then
+  for d in /proc/[0-9]*; do
+    read -r s 2>/dev/null < "$d/stat" || continue
+    s=${s##*) }; set -f; set -- $s; set +f
+    [[ $2 == "$sk" ]] && { keeper=${d#/proc/}; thr=${20}; }
+  done
+fi
 if [[ -z $thr ]]; then
   [[ $since =~ ^[0-9]+$ ]] || exit 0
   read -r up _ < /proc/uptime || exit 2
@@ -318,7 +329,12 @@ for round in {1..50}; do
       q=$par
     done
     if [[ $root == 1 ]]; then (( st[p] >= thr )) && kill+=("$p")
-    elif [[ $root == "$keeper" ]]; then kill+=("$p"); fi
+    elif [[ $root == "$keeper" ]]; then kill+=("$p")
+    elif [[ -n $keeper ]]; then
+      q=$p
+      while [[ -n ${pp[q]-} && $q != 0 && $q != "$keeper" ]]; do q=${pp[q]}; done
+      [[ $q == "$keeper" ]] && kill+=("$p")
+    fi
   done
   (( ${#kill[@]} )) || exit 0
   kill -KILL "${kill[@]}" 2>/dev/null
@@ -330,11 +346,11 @@ exit 3`
 // exhausted the pids limit (a fork bomb) the container's limit is raised
 // for a moment to let it in, then restored. If even that fails, the
 // container is restarted: /work survives, the processes do not.
-func (d *Daemon) killCommand(ctx context.Context, b *box, token string, since time.Time) {
+func (d *Daemon) killCommand(ctx context.Context, b *box, marker string, since time.Time) {
 	kill := func() error {
 		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, err := d.execArgs(kctx, b.id, "0:0", "bash", "-c", killScript, "vera-kill", token, strconv.FormatInt(since.UnixMicro(), 10))
+		_, err := d.execArgs(kctx, b.id, "0:0", "bash", "-c", killScript, "vera-kill", marker, strconv.FormatInt(since.UnixMicro(), 10))
 		return err
 	}
 	err := kill()

@@ -39,6 +39,11 @@ const (
 type shellState struct {
 	cwd string
 	env map[string]string
+	// shell is the shell state a session's command left (bash source:
+	// variables, functions, aliases, options, umask), "" in exec mode;
+	// shellErr says why a session's command reported none.
+	shell    string
+	shellErr error
 }
 
 // errNoState means the command's shell did not report its state: it was
@@ -96,12 +101,34 @@ func parseState(b []byte) (shellState, error) {
 	st := shellState{cwd: string(cwd), env: map[string]string{}}
 	for _, kv := range parts[2 : len(parts)-1] {
 		k, v, ok := bytes.Cut(kv, []byte{'='})
+		if ok && string(k) == shellStateVar && !utf8.Valid(v) {
+			st.shellErr = errors.New("the shell state is not valid UTF-8 (a variable holds binary data): not carried over")
+			continue
+		}
 		if !ok || !varName.Match(k) || !utf8.Valid(v) {
+			continue
+		}
+		if string(k) == shellStateVar {
+			st.shell, st.shellErr = checkShellState(string(v))
 			continue
 		}
 		st.env[string(k)] = string(v)
 	}
 	return st, nil
+}
+
+// checkShellState validates the shell state a session's command reported.
+func checkShellState(v string) (string, error) {
+	if rest, ok := strings.CutPrefix(v, "#vera-state-too-big "); ok {
+		return "", fmt.Errorf("the shell state (%s bytes of variables, functions and aliases) is larger than %d bytes: not carried over", strings.TrimSpace(rest), maxShellState)
+	}
+	if !strings.HasSuffix(v, "#vera-state-end\n") && !strings.HasSuffix(v, "#vera-state-end") {
+		return "", errors.New("the shell state was cut short (no end line): not carried over")
+	}
+	if len(v) > maxShellState+64 {
+		return "", fmt.Errorf("the shell state is larger than %d bytes: not carried over", maxShellState)
+	}
+	return v, nil
 }
 
 func truncate(s string, n int) string {

@@ -1,0 +1,751 @@
+package sandboxd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+)
+
+// The persistent session (sandbox.session persistent, the default).
+//
+// A container's commands run in a long-lived session instead of a Docker
+// exec each. The session is one exec of sessionScript, the session's
+// keeper: like a command's keeper in exec mode it runs ShellPath, so it is
+// not dumpable and no process of the sandbox user can read its memory, its
+// descriptors or its stdin. For each command, sandboxd writes the request
+// (command, cwd, shell state, env) to a file in the container's state
+// directory, records vera.tool.started, and only then writes two lines to
+// the keeper's stdin: the command's token, then its nonce.
+//
+// The keeper reads the token line, forks the command's shell (a subshell
+// of its own, with none of its descriptors: stdin from /dev/null, stdout
+// and stderr on the session's), and only then reads the nonce, which so
+// never exists in the command's memory. The command's shell exports the
+// request's env, cds to its cwd, evaluates its shell state (the functions,
+// aliases, unexported variables, shell options and umask an earlier
+// command left), and evals the command. Its EXIT trap writes the state the
+// command left (cwd, exported variables, and that shell state as bash
+// source) to <token>.state in the state directory and exits with the
+// command's status. The keeper waits for it, and ends the command on both
+// output streams with a marker carrying the nonce and the status the
+// kernel reported:
+//
+//	stderr: "\x00vera-end:<nonce>\x00"
+//	stdout: "\x00vera-end:<nonce>:<status>\x00"
+//
+// Everything before a marker is the command's output, byte for byte: no
+// newline is added or removed. Nothing the command prints can end it early
+// or set its status: a marker without the nonce is output like any other.
+// The state the command reports is, by construction, the state the next
+// command starts from: sandboxd records it in vera.tool.finished and the
+// requester passes it back in its next request (a command that tampers
+// with the report only chooses its successor's starting state, which it
+// could do anyway).
+//
+// Every command starts from the state its request carries, never from
+// what the previous command left in a process: so a session that is
+// replaced (killed after a timeout it did not survive, a daemon restart, a
+// container restart) loses no shell state, a replay knows each command's
+// starting state from the log, a timeout never costs the session anything,
+// and any idle session of a container can run any request (the auditor's
+// parallel checks use several). What does not carry over is the job
+// table: a background job started by one command keeps running, but the
+// next command's jobs, fg and wait %1 do not see it (use its pid).
+//
+// Keeper argument: $1 StateMount. $0 is "vera-session:<id>" (how the
+// killer finds it, and the command's shell, its only child).
+var sessionScript = `set +o posix
+IFS=$' \t\n'
+exec 7<&0 8>&1 9>&2 </dev/null >/dev/null 2>&1
+umask 022
+__dir=$1
+while IFS= read -r -u 7 __t; do
+  [[ $__t =~ ^[A-Za-z0-9_-]{1,64}$ ]] || exit 125
+  __f=() __n= __rc=125
+  if [[ -f $__dir/$__t.req && ! -L $__dir/$__t.req ]]; then mapfile -d '' -t __f < "$__dir/$__t.req"; fi
+  if (( ${#__f[@]} >= 3 )); then
+    (
+      exec </dev/null >&8 2>&9 7<&- 8>&- 9>&-
+      set +p
+      __vera_cmd=${__f[0]} __vera_cwd=${__f[1]} __vera_state=${__f[2]} __vera_out=$__dir/$__t.state
+      for __kv in "${__f[@]:3}"; do export -- "$__kv" 2>/dev/null; done
+      unset __f __kv __t __n __rc __dir __c
+      trap '` + commandTrap + `' EXIT
+      cd -- "$__vera_cwd" 2>/dev/null || { printf 'vera: cwd %s is gone; starting in /work\n' "$__vera_cwd" >&2; cd /work; }
+      shopt -s expand_aliases
+      __vera_base=" ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@} "
+      [[ -z $__vera_state ]] || eval "$__vera_state"
+      unset __vera_state __vera_cwd
+      set --
+      eval "$__vera_cmd"
+    ) &
+    __c=$!
+    IFS= read -r -u 7 __n
+    wait "$__c"; __rc=$?
+  else
+    IFS= read -r -u 7 __n
+  fi
+  [[ $__n =~ ^[0-9a-f]{32}$ ]] || exit 125
+  printf '\0vera-end:%s\0' "$__n" >&9
+  printf '\0vera-end:%s:%s\0' "$__n" "$__rc" >&8
+done
+`
+
+// commandTrap is the EXIT trap of a command's shell in a session: it
+// writes the state the command left to $__vera_out ("vera-state-1", the
+// cwd, the exported variables as K=V, and VERA_SHELL_STATE=<bash source>,
+// NUL-separated, as parseState reads) and exits with the command's
+// status. The shell state holds the variables that are neither exported
+// nor were there before the request's state was loaded (bash's own),
+// functions, aliases, set and shopt options, and the umask. It uses
+// builtin so that a function the command defined under a builtin's name
+// (cd, printf...) does not stand in for it. Single-quoted inside the
+// keeper's script: no single quote here.
+const commandTrap = `{ __vera_rc=$? __vera_f=$-; builtin set +euxv; } 2>/dev/null
+{ builtin printf "vera-state-1\0%s\0" "$PWD"
+  for __vera_n in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do
+    [[ $__vera_n != __vera_* && ${!__vera_n@a} == *x* ]] && builtin printf "%s=%s\0" "$__vera_n" "${!__vera_n}"
+  done
+  builtin printf "VERA_SHELL_STATE="
+  for __vera_n in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do
+    [[ $__vera_n == __vera_* || $__vera_base == *" $__vera_n "* || ${!__vera_n@a} == *x* ]] || builtin declare -p "$__vera_n"
+  done
+  builtin declare -f
+  builtin alias -p
+  builtin shopt -p
+  builtin printf "shopt -s expand_aliases\n"
+  builtin set +o
+  builtin umask -p
+  for __vera_o in e u x v; do [[ $__vera_f == *$__vera_o* ]] && builtin printf "set -%s\n" "$__vera_o"; done
+  builtin printf "#vera-state-end\0"
+} >| "$__vera_out" 2>/dev/null
+builtin exit "$__vera_rc"`
+
+// maxShellState bounds the shell state a command reports (it travels in an
+// environment variable, whose kernel limit is 128 KiB, and in two events).
+const maxShellState = 100 << 10
+
+// shellStateVar names the shell state in a session command's state
+// report; it is never an export.
+const shellStateVar = "VERA_SHELL_STATE"
+
+// sessionExecs counts session keepers started by this daemon, for the
+// session's name.
+var sessionSeq struct {
+	sync.Mutex
+	n int
+}
+
+// session is one live session keeper in a container.
+type session struct {
+	id      string // vera-session:<id> names the keeper's process
+	execID  string
+	box     *box
+	started time.Time
+
+	conn   types.HijackedResponse
+	stdout *markerWriter
+	stderr *markerWriter
+	dead   chan struct{} // closed when the session's output stream ended
+	err    error         // why, set before dead is closed
+}
+
+// sessionPool holds a box's sessions: idle ones ready for a command.
+type sessionPool struct {
+	mu     sync.Mutex
+	idle   []*session
+	all    map[*session]bool
+	staled bool // stale keepers of an earlier daemon were killed
+	prev   *sessionInfo
+}
+
+// sessionInfo is what a new session needs to know of the one before it.
+type sessionInfo struct {
+	id      string
+	started time.Time
+	reason  string // why it ended, when it did under this daemon
+}
+
+func newSessionPool() *sessionPool { return &sessionPool{all: map[*session]bool{}} }
+
+// take returns an idle live session, or nil.
+func (p *sessionPool) take() *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.idle) > 0 {
+		s := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		select {
+		case <-s.dead:
+			delete(p.all, s)
+			p.prev = &sessionInfo{id: s.id, started: s.started, reason: s.deathReason()}
+		default:
+			return s
+		}
+	}
+	return nil
+}
+
+// put returns a session after a command; a dead one is dropped.
+func (p *sessionPool) put(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-s.dead:
+		delete(p.all, s)
+		p.prev = &sessionInfo{id: s.id, started: s.started, reason: s.deathReason()}
+		return
+	default:
+	}
+	p.idle = append(p.idle, s)
+}
+
+// drop forgets a session that was closed.
+func (p *sessionPool) drop(s *session, reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.all, s)
+	p.prev = &sessionInfo{id: s.id, started: s.started, reason: reason}
+}
+
+// closeAll ends every session of the pool (the box is going away).
+func (p *sessionPool) closeAll() {
+	p.mu.Lock()
+	all := p.all
+	p.all, p.idle = map[*session]bool{}, nil
+	p.mu.Unlock()
+	for s := range all {
+		s.close(errors.New("the container was removed"))
+	}
+}
+
+func (s *session) deathReason() string {
+	if s.err != nil {
+		return s.err.Error()
+	}
+	return "its keeper ended"
+}
+
+// close cuts the session's stream; the keeper ends at the end of its
+// input.
+func (s *session) close(why error) {
+	s.conn.Close()
+	<-s.dead
+	if s.err == nil {
+		s.err = why
+	}
+}
+
+// startSession starts a session keeper in the box. The first one of a box
+// under this daemon first kills the keepers an earlier daemon left.
+func (d *Daemon) startSession(ctx context.Context, b *box, user string) (*session, error) {
+	p := b.sessions
+	p.mu.Lock()
+	staled := p.staled
+	p.staled = true
+	p.mu.Unlock()
+	if !staled {
+		d.killStaleSessions(ctx, b.id, p)
+	}
+	sessionSeq.Lock()
+	sessionSeq.n++
+	seq := sessionSeq.n
+	sessionSeq.Unlock()
+	id := fmt.Sprintf("%s-%d", newNonce()[:12], seq)
+	created, err := d.docker.ContainerExecCreate(ctx, b.id, container.ExecOptions{
+		User: user, WorkingDir: WorkMount, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Cmd: []string{ShellPath, "-p", "-c", sessionScript, "vera-session:" + id, StateMount},
+	})
+	if err != nil {
+		return nil, dockerErr("create session exec", err)
+	}
+	conn, err := d.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, dockerErr("start session exec", err)
+	}
+	s := &session{id: id, execID: created.ID, box: b, started: time.Now(), conn: conn,
+		stdout: &markerWriter{stdout: true}, stderr: &markerWriter{}, dead: make(chan struct{})}
+	go func() {
+		_, err := stdcopy.StdCopy(s.stdout, s.stderr, conn.Reader)
+		if err == nil {
+			err = errors.New("its keeper ended")
+		} else {
+			err = fmt.Errorf("its stream failed: %w", err)
+		}
+		if s.err == nil {
+			s.err = err
+		}
+		s.stdout.abort()
+		s.stderr.abort()
+		close(s.dead)
+	}()
+	p.mu.Lock()
+	p.all[s] = true
+	p.mu.Unlock()
+	return s, nil
+}
+
+// staleSessionsScript kills, as root, every session keeper in the
+// container but those named by its arguments (session ids of this daemon's
+// live sessions), with everything under it: keepers an earlier daemon
+// left (their streams are gone; a command one was running is reported
+// interrupted by recovery, never run again). Processes the command
+// detached are not under the keeper: recovery kills those by start time.
+const staleSessionsScript = `declare -A keep=() pp=() stale=()
+for id in "$@"; do keep[vera-session:$id]=1; done
+for d in /proc/[0-9]*; do
+  read -r s 2>/dev/null < "$d/stat" || continue
+  s=${s##*) }; set -f; set -- $s; set +f
+  p=${d#/proc/}; pp[$p]=$2
+  [[ $2 == 0 && $p != 1 ]] || continue
+  a=(); while IFS= read -r -d '' x; do a+=("$x"); done 2>/dev/null < "$d/cmdline"
+  [[ ${#a[@]} -gt 4 && ${a[4]} == vera-session:* && -z ${keep[${a[4]}]-} ]] && stale[$p]=1
+done
+(( ${#stale[@]} )) || exit 0
+kill=()
+for p in "${!pp[@]}"; do
+  q=$p
+  while [[ -n ${pp[$q]-} && $q != 0 && -z ${stale[$q]-} ]]; do q=${pp[$q]}; done
+  [[ -n ${stale[$q]-} ]] && kill+=("$p")
+done
+kill -KILL "${kill[@]}" 2>/dev/null
+exit 0`
+
+// killStaleSessions runs staleSessionsScript in the box's container,
+// keeping this daemon's live sessions.
+func (d *Daemon) killStaleSessions(ctx context.Context, containerID string, pool *sessionPool) {
+	args := []string{"bash", "-c", staleSessionsScript, "vera-stale"}
+	if pool != nil {
+		pool.mu.Lock()
+		for s := range pool.all {
+			args = append(args, s.id)
+		}
+		pool.mu.Unlock()
+	}
+	kctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := d.execArgs(kctx, containerID, "0:0", args...); err != nil {
+		d.log.Warn("kill stale sessions", "container", containerID, "err", err)
+	}
+}
+
+// markerWriter is one of a session's output streams: it passes a
+// command's bytes to its capture until the command's end marker, and
+// drops what arrives between commands (output of background jobs after
+// their command ended).
+type markerWriter struct {
+	stdout bool
+
+	mu      sync.Mutex
+	sink    *capture
+	marker  []byte // "\x00vera-end:<nonce>" + (":" on stdout, "\x00" on stderr)
+	pending []byte // bytes that may be the start of the marker
+	trailer []byte // stdout: "<status>:<how>" being read
+	inTrail bool
+	done    chan endMark
+	dropped int64
+}
+
+// endMark is what a stream's marker said.
+type endMark struct {
+	status  int
+	aborted bool // the stream ended before the marker
+}
+
+// expect routes the stream to c until the marker of nonce; the marker is
+// sent on the returned channel.
+func (w *markerWriter) expect(nonce string, c *capture) <-chan endMark {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sink = c
+	w.marker = []byte("\x00vera-end:" + nonce)
+	if w.stdout {
+		w.marker = append(w.marker, ':')
+	} else {
+		w.marker = append(w.marker, 0)
+	}
+	w.pending, w.trailer, w.inTrail = nil, nil, false
+	w.done = make(chan endMark, 1)
+	return w.done
+}
+
+// release stops routing (the command is over, or given up).
+func (w *markerWriter) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sink != nil && len(w.pending) > 0 {
+		_, _ = w.sink.Write(w.pending)
+	}
+	w.sink, w.pending, w.done = nil, nil, nil
+}
+
+// abort ends a pending expectation: the stream is gone.
+func (w *markerWriter) abort() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done != nil {
+		if w.sink != nil && len(w.pending) > 0 {
+			_, _ = w.sink.Write(w.pending)
+		}
+		w.done <- endMark{aborted: true}
+		w.sink, w.pending, w.done = nil, nil, nil
+	}
+}
+
+func (w *markerWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(p) > 0 {
+		if w.done == nil {
+			w.dropped += int64(len(p))
+			return n, nil
+		}
+		if w.inTrail {
+			i := bytes.IndexByte(p, 0)
+			if i < 0 {
+				if len(w.trailer)+len(p) > 64 {
+					// Not a marker the keeper wrote: impossible, as
+					// only the keeper knows the nonce. Treat as output.
+					w.sink.Write(w.marker)
+					w.sink.Write(w.trailer)
+					w.inTrail, w.trailer = false, nil
+					continue
+				}
+				w.trailer = append(w.trailer, p...)
+				return n, nil
+			}
+			w.trailer = append(w.trailer, p[:i]...)
+			p = p[i+1:]
+			w.finish(parseTrailer(string(w.trailer)))
+			continue
+		}
+		buf := append(w.pending, p...)
+		p = nil
+		if i := bytes.Index(buf, w.marker); i >= 0 {
+			w.sink.Write(buf[:i])
+			rest := buf[i+len(w.marker):]
+			w.pending = nil
+			if w.stdout {
+				w.inTrail, w.trailer = true, nil
+				p = rest
+				continue
+			}
+			w.finish(endMark{})
+			p = rest
+			continue
+		}
+		// Keep the longest suffix that could start the marker.
+		keep := 0
+		for k := min(len(w.marker)-1, len(buf)); k > 0; k-- {
+			if bytes.HasPrefix(w.marker, buf[len(buf)-k:]) {
+				keep = k
+				break
+			}
+		}
+		w.sink.Write(buf[:len(buf)-keep])
+		w.pending = append([]byte(nil), buf[len(buf)-keep:]...)
+	}
+	return n, nil
+}
+
+// finish delivers the marker and stops routing.
+func (w *markerWriter) finish(m endMark) {
+	w.done <- m
+	w.sink, w.pending, w.done, w.inTrail, w.trailer = nil, nil, nil, false, nil
+}
+
+func parseTrailer(s string) endMark {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		n = -1
+	}
+	return endMark{status: n}
+}
+
+// writeRequestFile writes a session request: command, cwd, shell state,
+// then the env, NUL-separated, to the container's state directory (what a
+// command could have put there under that name is removed first; the
+// directory is sticky, so once written it cannot be replaced).
+func writeRequestFile(dir, token, command, cwd, state string, env map[string]string) (string, error) {
+	path := filepath.Join(dir, token+".req")
+	var b bytes.Buffer
+	for _, f := range []string{command, cwd, state} {
+		b.WriteString(f)
+		b.WriteByte(0)
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !varName.MatchString(k) || strings.ContainsRune(env[k], 0) {
+			continue
+		}
+		b.WriteString(k + "=" + env[k])
+		b.WriteByte(0)
+	}
+	_ = os.Remove(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("session request file: %w", err)
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return "", fmt.Errorf("session request file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("session request file: %w", err)
+	}
+	return path, nil
+}
+
+// sessionRequest is a command for a session: an execRequest plus the shell
+// state to start from.
+type sessionRequest struct {
+	execRequest
+	shellState string
+	// opened is called once a new session was started for this command,
+	// before the command's tool.started is recorded.
+	opened func(s *session, prev *sessionInfo)
+}
+
+// markerWait bounds how long a session's markers may take after its
+// command's processes were killed; past it the session is given up.
+const markerWait = 10 * time.Second
+
+// executeSession runs one command in a session of the box: an idle one, or
+// a new one. Its guarantees are execute's: the start is recorded before
+// the command can run (the keeper gets its line only after), the timeout
+// kills every process the command started, and the output is exact.
+func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResult {
+	s := r.box.sessions.take()
+	if s == nil {
+		var err error
+		if s, err = d.startSession(ctx, r.box, r.user); err != nil {
+			return execResult{exitCode: -1, err: err}
+		}
+		r.box.sessions.mu.Lock()
+		prev := r.box.sessions.prev
+		r.box.sessions.mu.Unlock()
+		if r.opened != nil {
+			r.opened(s, prev)
+		}
+	}
+	keep := false
+	defer func() {
+		if keep {
+			r.box.sessions.put(s)
+		}
+	}()
+	cwd := r.cwd
+	if cwd == "" {
+		cwd = WorkMount
+	}
+	reqPath, err := writeRequestFile(r.box.stateDir, r.token, r.command, cwd, r.shellState, r.env)
+	if err != nil {
+		keep = true
+		return execResult{exitCode: -1, err: err}
+	}
+	defer os.Remove(reqPath)
+	nonce := newNonce()
+	statePath := filepath.Join(r.box.stateDir, r.token+".state")
+	_ = os.Remove(statePath) // whatever is there is not this command's
+	defer os.Remove(statePath)
+	outDone := s.stdout.expect(nonce, r.stdout)
+	errDone := s.stderr.expect(nonce, r.stderr)
+	release := func() { s.stdout.release(); s.stderr.release() }
+	since := time.Now()
+	if r.started != nil {
+		if err := r.started(s.execID, d.cfg.Clock.Now()); err != nil {
+			release()
+			keep = true
+			return execResult{exitCode: -1, notStarted: err}
+		}
+	}
+	start := time.Now()
+	if _, err := s.conn.Conn.Write([]byte(r.token + "\n" + nonce + "\n")); err != nil {
+		release()
+		r.box.sessions.drop(s, "its input failed")
+		s.close(fmt.Errorf("write to the session: %w", err))
+		return execResult{exitCode: -1, duration: time.Since(start), err: fmt.Errorf("the session's input failed before the command started: %w", err)}
+	}
+	res := execResult{}
+	var out, errm endMark
+	gotOut, gotErr := false, false
+	timer := time.NewTimer(r.timeout)
+	defer timer.Stop()
+	wait := func(until <-chan time.Time) bool {
+		for !(gotOut && gotErr) {
+			select {
+			case out = <-outDone:
+				gotOut = true
+			case errm = <-errDone:
+				gotErr = true
+			case <-until:
+				return false
+			case <-timer.C:
+				res.timedOut = true
+				return false
+			case <-r.interrup:
+				res.interrupted = true
+				return false
+			case <-ctx.Done():
+				res.interrupted = true
+				return false
+			}
+		}
+		return true
+	}
+	finished := wait(nil)
+	if !finished {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		d.killCommand(kctx, r.box, "vera-session:"+s.id, since.Add(-killSince))
+		cancel()
+		// The keeper ends the command with its markers once its shell is
+		// gone; the timer is spent, the other cases cannot fire twice.
+		r.interrup, ctx = nil, context.WithoutCancel(ctx)
+		timer.Stop()
+		finished = wait(time.After(markerWait))
+	}
+	res.duration = time.Since(start)
+	release()
+	if !finished {
+		res.exitCode = -1
+		res.sessionLost = "the session did not end the command after its processes were killed"
+		r.box.sessions.drop(s, res.sessionLost)
+		s.close(errors.New(res.sessionLost))
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		_, _ = d.execArgs(kctx, r.box.id, "0:0", "bash", "-c", killSessionScript, "vera-kill", s.id)
+		cancel()
+		if !res.timedOut && !res.interrupted {
+			res.err = errors.New(res.sessionLost)
+		}
+		return res
+	}
+	if out.aborted || errm.aborted {
+		res.exitCode = -1
+		res.sessionLost = s.deathReason()
+		if !res.timedOut && !res.interrupted {
+			res.err = fmt.Errorf("the session ended during the command: %s", s.deathReason())
+		}
+		return res
+	}
+	keep = true
+	res.exitCode = out.status
+	if res.timedOut || res.interrupted {
+		res.exitCode = -1
+		return res
+	}
+	st, err := readState(statePath)
+	if err != nil {
+		res.stateErr = err
+		return res
+	}
+	res.state = &st
+	return res
+}
+
+// killSessionScript kills, as root, a session keeper (by its id, $1) and
+// everything under it.
+const killSessionScript = `t="vera-session:$1" k=
+for d in /proc/[0-9]*; do
+  read -r s 2>/dev/null < "$d/stat" || continue
+  s=${s##*) }; set -f; set -- $s; set +f
+  [[ $2 == 0 ]] || continue
+  a=(); while IFS= read -r -d '' x; do a+=("$x"); done 2>/dev/null < "$d/cmdline"
+  [[ ${#a[@]} -gt 4 && ${a[4]} == "$t" ]] && k=${d#/proc/}
+done
+[[ -n $k ]] || exit 0
+for round in {1..20}; do
+  declare -A pp=(); kill=()
+  for d in /proc/[0-9]*; do
+    read -r s 2>/dev/null < "$d/stat" || continue
+    s=${s##*) }; set -f; set -- $s; set +f
+    pp[${d#/proc/}]=$2
+  done
+  for p in "${!pp[@]}"; do
+    q=$p
+    while [[ -n ${pp[$q]-} && $q != 0 && $q != "$k" ]]; do q=${pp[$q]}; done
+    [[ $q == "$k" ]] && kill+=("$p")
+  done
+  (( ${#kill[@]} )) || exit 0
+  kill -KILL "${kill[@]}" 2>/dev/null
+  unset pp
+done
+exit 3`
+
+// sessionMode is the run's session setting (persistent unless exec).
+func (d *Daemon) sessionMode(rs *runState) catalog.SessionMode {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.cfg != nil && rs.cfg.Sandbox.Session == catalog.SessionExec {
+		return catalog.SessionExec
+	}
+	return catalog.SessionPersistent
+}
+
+// sessionOpened records a new session (vera.tool.session) before the
+// command that needed it starts, saying whether it replaced one and what
+// that lost. Its id derives from the request, so a redelivery that opens
+// another session records the first only.
+func (d *Daemon) sessionOpened(ctx context.Context, rs *runState, cause bus.Event, b *box, s *session, prev *sessionInfo) {
+	rs.mu.Lock()
+	seen, wasSeen := rs.sessionsSeen[b.name]
+	rs.sessionsSeen[b.name] = sessionInfo{id: s.id, started: s.started}
+	rs.mu.Unlock()
+	ts := catalog.ToolSession{Container: b.name, SessionID: s.id, Action: "started"}
+	var before time.Time
+	switch {
+	case prev != nil:
+		ts.Action, before = "restarted", prev.started
+		ts.Reason = "the previous session (" + prev.id + ") ended: " + prev.reason
+	case wasSeen:
+		ts.Action, before = "restarted", seen.started
+		ts.Reason = "sandboxd restarted: the previous session (" + seen.id + ") ended with the daemon that ran it"
+	case b.role == roleAuditor:
+		ts.Reason = "first auditor command, or one running beside another (each runs in a session of its own)"
+	default:
+		ts.Reason = "first command of the container"
+	}
+	if ts.Action == "restarted" {
+		ts.Reason += "; every command starts from the shell state its request carries, so no shell state was lost"
+		if up, ok := d.containerStartedAt(ctx, b); ok && !before.IsZero() && up.After(before) {
+			ts.Lost = append(ts.Lost, "the processes of earlier commands (background jobs): the container restarted at "+up.UTC().Format(time.RFC3339))
+		}
+	}
+	ev, err := d.bus.Events.New(rs.id, ts, bus.ReactionTo(cause, "session"))
+	if err == nil {
+		_, err = d.bus.Publish(ctx, ev)
+	}
+	if err != nil {
+		d.log.Warn("record the new session", "container", b.name, "session", s.id, "err", err)
+	}
+	d.log.Info("session started", "container", b.name, "session", s.id, "action", ts.Action, "reason", ts.Reason)
+}
+
+// containerStartedAt is when the box's container last started.
+func (d *Daemon) containerStartedAt(ctx context.Context, b *box) (time.Time, bool) {
+	info, err := d.docker.ContainerInspect(ctx, b.id)
+	if err != nil || info.State == nil {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, info.State.StartedAt)
+	return t, err == nil
+}
