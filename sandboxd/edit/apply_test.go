@@ -175,7 +175,7 @@ func TestCreate(t *testing.T) {
 	runApplyCases(t, []applyCase{
 		{name: "new", args: create("/work/a.py", "x = 1\nprint(x)\n"), text: "Created /work/a.py (2 lines, 15 bytes).", content: str("x = 1\nprint(x)\n")},
 		{name: "empty", args: create("/work/empty", ""), text: "Created /work/empty (0 lines, 0 bytes).", content: str("")},
-		{name: "no final newline", args: create("/work/a", "x"), content: str("x")},
+		{name: "no final newline", args: create("/work/a", "x\ny"), text: "Created /work/a (2 lines, 3 bytes).", content: str("x\ny")},
 		{name: "CRLF kept", args: create("/work/w", "a\r\nb\r\n"), content: str("a\r\nb\r\n")},
 		{name: "exists", args: create("/work/a.py", "y"), file: "x", exists: true, refused: true,
 			contains: []string{"/work/a.py already exists; use view then str_replace", "rm /work/a.py"}},
@@ -392,6 +392,17 @@ func TestCheckFileSize(t *testing.T) {
 	}
 	if err := CheckFileSize(catalog.EditArgs{Op: catalog.EditCreate, Path: "/work/a"}, MaxFileBytes+1); err != nil {
 		t.Errorf("CheckFileSize(create) = %v; create reads no file", err)
+	}
+}
+
+func TestLineCount(t *testing.T) {
+	for s, want := range map[string]int{"": 0, "\n": 1, "x": 1, "x\n": 1, "x\ny": 2, "x\ny\n": 2, "\n\n": 2, "a\r\nb": 2} {
+		if got := lineCount([]byte(s)); got != want {
+			t.Errorf("lineCount(%q) = %d, want %d", s, got, want)
+		}
+		if got := len(splitLines([]byte(s))); got != want {
+			t.Errorf("len(splitLines(%q)) = %d, want %d", s, got, want)
+		}
 	}
 }
 
