@@ -67,3 +67,20 @@ func TestEditGates(t *testing.T) {
 		t.Fatalf("finalization_stop: %+v", ev)
 	}
 }
+
+// TestFailedAnswerFileSubmitKeepsTheFinalizationCount: a submit whose
+// answer file could not be read submitted nothing.
+func TestFailedAnswerFileSubmitKeepsTheFinalizationCount(t *testing.T) {
+	s := NewState(quiet)
+	s.Apply(catalog.RunStarted{Config: catalog.RunConfig{Task: plainTask}})
+	create := catalog.EditArgs{Op: catalog.EditCreate, Path: "/work/output/answer.md"}
+	s.Apply(catalog.AgentStep{Step: 1, ActionTool: catalog.ActionEdit, Edit: &create, Command: "edit create /work/output/answer.md", RequestID: "req-s0001"})
+	s.Apply(catalog.AgentStep{Step: 2, ActionTool: catalog.ActionSubmit, AnswerFile: "/work/output/answer.md", RequestID: "req-s0002-answer"})
+	if s.finalWrites != 1 {
+		t.Fatalf("a failed file submit reset the count: %d", s.finalWrites)
+	}
+	s.Apply(catalog.AgentStep{Step: 3, ActionTool: catalog.ActionSubmit, AnswerFile: "/work/output/answer.md", AnswerSHA256: "ab", RequestID: "req-s0003-answer"})
+	if s.finalWrites != 0 {
+		t.Fatalf("a submitted file did not reset the count: %d", s.finalWrites)
+	}
+}

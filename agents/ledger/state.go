@@ -283,7 +283,9 @@ func (s *State) applyStep(e catalog.AgentStep) {
 			s.unresolved = 0
 		}
 	}
-	if e.FormatError == "" && e.ActionTool == catalog.ActionSubmit {
+	// A submit resets the finalization count, unless it named an answer
+	// file that could not be read (no digest): nothing was submitted.
+	if e.FormatError == "" && e.ActionTool == catalog.ActionSubmit && (e.AnswerFile == "" || e.AnswerSHA256 != "") {
 		s.finalWrites = 0
 		if IsNegativeClaim(e.Answer) {
 			s.negAnswer = true
