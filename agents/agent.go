@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -347,3 +348,14 @@ func CallID(step int) string { return fmt.Sprintf("agent-s%04d", step) }
 
 // RequestID returns the tool request id of an agent step: req-s0007.
 func RequestID(step int) string { return fmt.Sprintf("req-s%04d", step) }
+
+// answerReadSuffix ends the request id of an answer file's read.
+const answerReadSuffix = "-answer"
+
+// AnswerRequestID returns the id of the request that reads the answer
+// file of the submit of an agent step: req-s0007-answer.
+func AnswerRequestID(step int) string { return RequestID(step) + answerReadSuffix }
+
+// isAnswerRead reports whether an agent request id is an answer file's
+// read.
+func isAnswerRead(requestID string) bool { return strings.HasSuffix(requestID, answerReadSuffix) }

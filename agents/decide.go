@@ -179,23 +179,30 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 		return false, nil
 	}
 	switch st.ActionTool {
-	case catalog.ActionShell:
+	case catalog.ActionShell, catalog.ActionEdit:
 		if st.RequestID == "" { // refused by a gate
 			m := ledger.BlockedMove(st.Step, st.Command)
+			if st.ActionTool == catalog.ActionEdit && st.Edit != nil {
+				m = ledger.BlockedEditMove(st.Step, st.Command, *st.Edit)
+			}
 			return false, a.publish(ctx, v, m, bus.DeriveID(v.runID, cause, "agent/ledger.move"), cause)
 		}
 		if _, ok := v.requests[st.RequestID]; !ok {
 			cfg := v.config()
-			cwd, env := v.shellEnv()
+			cwd, env, shellState := v.shellEnv()
 			req := catalog.ToolRequested{
-				RequestID: st.RequestID,
-				Requester: catalog.RequesterAgent,
-				Tool:      catalog.ToolShell,
-				Command:   st.Command,
-				Cwd:       cwd,
-				Env:       env,
-				TimeoutMS: cfg.Sandbox.ToolTimeoutMS,
-				Step:      st.Step,
+				RequestID:  st.RequestID,
+				Requester:  catalog.RequesterAgent,
+				Tool:       catalog.ToolShell,
+				Command:    st.Command,
+				Cwd:        cwd,
+				Env:        env,
+				ShellState: shellState,
+				TimeoutMS:  cfg.Sandbox.ToolTimeoutMS,
+				Step:       st.Step,
+			}
+			if st.ActionTool == catalog.ActionEdit {
+				req.Tool, req.Edit = catalog.ToolEdit, st.Edit
 			}
 			if req.TimeoutMS <= 0 {
 				req.TimeoutMS = DefaultToolTimeoutMS
@@ -216,12 +223,33 @@ func (a *Agent) complete(ctx context.Context, v *runView, last *stepRec) (stop b
 		if eff.Block {
 			return false, nil
 		}
+		if st.AnswerFile != "" && st.AnswerSHA256 == "" {
+			return false, nil // the answer file could not be read: the model sees why and goes on
+		}
 		if !v.config().Auditor.Enabled {
-			return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, cause, "agent/run.finished")
+			answer, err := a.stepAnswer(ctx, st)
+			if err != nil {
+				return false, err
+			}
+			return true, a.finish(ctx, v, catalog.OutcomeResolved, "", answer, st.Step, cause, "agent/run.finished",
+				withAnswerFile(st.AnswerFile, st.AnswerSHA256))
 		}
 		return a.audit(ctx, v, last)
 	}
 	return false, nil
+}
+
+// stepAnswer returns the answer a submit step proposes: inline, or read
+// from its blob (a large answer file).
+func (a *Agent) stepAnswer(ctx context.Context, st catalog.AgentStep) (string, error) {
+	if st.AnswerBlob == nil {
+		return st.Answer, nil
+	}
+	data, err := a.Bus.GetBlob(ctx, st.AnswerBlob.Digest)
+	if err != nil {
+		return "", fmt.Errorf("read the answer of step %d: %w", st.Step, err)
+	}
+	return string(data), nil
 }
 
 // audit runs the agent's side of the verifier loop for the submit step
@@ -241,8 +269,13 @@ func (a *Agent) audit(ctx context.Context, v *runView, last *stepRec) (stop bool
 			CandidateStep: st.Step,
 			EvidenceIDs:   st.EvidenceUsed,
 			ToolCalls:     len(v.order),
+			AnswerFile:    st.AnswerFile,
+			AnswerSHA256:  st.AnswerSHA256,
 		}
-		if len(st.Answer) > answerInlineMax {
+		if st.AnswerBlob != nil {
+			ref := *st.AnswerBlob
+			req.AnswerBlob = &ref
+		} else if len(st.Answer) > answerInlineMax {
 			ref, err := a.Bus.PutBlob(ctx, []byte(st.Answer), "text/plain; charset=utf-8")
 			if err != nil {
 				return false, err
@@ -261,23 +294,28 @@ func (a *Agent) audit(ctx context.Context, v *runView, last *stepRec) (stop bool
 	fcause := fb.ev.ID
 	switch {
 	case fb.data.Accepted:
-		return true, a.finish(ctx, v, catalog.OutcomeResolved, "", st.Answer, st.Step, fcause, "agent/run.finished",
-			withBest(ar.data.Round, fb.data.Score))
+		answer, err := a.stepAnswer(ctx, st)
+		if err != nil {
+			return false, err
+		}
+		return true, a.finish(ctx, v, catalog.OutcomeResolved, "", answer, st.Step, fcause, "agent/run.finished",
+			withBest(ar.data.Round, fb.data.Score), withAnswerFile(st.AnswerFile, st.AnswerSHA256))
 	case fb.data.Final:
 		best, score := ar.data.Round, fb.data.Score
 		if j, ok := v.judged[ar.data.Round]; ok && j.BestRound > 0 {
 			best, score = j.BestRound, j.BestScore
 		}
-		answer := st.Answer
+		kept := ar.data
 		if best != ar.data.Round && best <= len(v.audits) {
-			answer, err = a.auditAnswer(ctx, v.audits[best-1].data)
-			if err != nil {
-				return false, err
-			}
+			kept = v.audits[best-1].data
+		}
+		answer, err := a.auditAnswer(ctx, kept)
+		if err != nil {
+			return false, err
 		}
 		reason := fmt.Sprintf("the auditor did not accept an answer in %d round(s): best score %d/4, round %d's answer kept", ar.data.Round, score, best)
 		return true, a.finish(ctx, v, catalog.OutcomeUnresolved, reason, answer, st.Step, fcause, "agent/run.finished",
-			withBest(best, score))
+			withBest(best, score), withAnswerFile(kept.AnswerFile, kept.AnswerSHA256))
 	}
 	return false, nil
 }
@@ -303,6 +341,12 @@ type finishOption struct {
 // withBest records the audit round whose answer the run keeps.
 func withBest(round, score int) finishOption {
 	return finishOption{best: func(p *catalog.RunFinished) { p.BestAuditRound, p.BestScore = round, score }}
+}
+
+// withAnswerFile records the file the run's answer was read from, and
+// its digest (nothing when file is empty).
+func withAnswerFile(file, sha string) finishOption {
+	return finishOption{best: func(p *catalog.RunFinished) { p.AnswerFile, p.AnswerSHA256 = file, sha }}
 }
 
 // fenced publishes the end of the run fenced on the run (see Agent.fence).
@@ -457,8 +501,15 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 	}
 
 	step := a.parseStep(v, n, mode, reply)
+	if step.FormatError == "" && step.ActionTool == catalog.ActionSubmit && step.AnswerFile != "" {
+		// The answer is the file's content: read it first, so that the
+		// step records the answer and its digest (see readAnswerFile).
+		if wait, err := a.readAnswerFile(ctx, v, &step, cause.ID); wait || err != nil {
+			return wait, err
+		}
+	}
 	eff := ledger.Summarize(ledger.Decide(*v.state, ledger.ProposedFrom(step)))
-	if step.FormatError == "" && step.ActionTool == catalog.ActionShell && !eff.Block {
+	if step.FormatError == "" && (step.ActionTool == catalog.ActionShell || step.ActionTool == catalog.ActionEdit) && !eff.Block {
 		step.RequestID = RequestID(n)
 	}
 	id := bus.DeriveID(v.runID, cause.ID, fmt.Sprintf("agent/step/%d", n))
@@ -555,8 +606,12 @@ func (a *Agent) parseStep(v *runView, n int, mode catalog.ToolProtocol, reply pr
 		st.Command = turn.Action.Cmd
 	case catalog.ActionNotesAppend:
 		st.NotesText = turn.Action.Text
+	case catalog.ActionEdit:
+		st.Edit = turn.Action.Edit
+		st.Command = protocol.EditSummary(*turn.Action.Edit)
 	case catalog.ActionSubmit:
 		st.Answer = turn.Action.Answer
+		st.AnswerFile = turn.Action.AnswerFile
 	}
 	return st
 }
@@ -655,7 +710,7 @@ func (v *runView) observation(st catalog.AgentStep) string {
 		return "(format error, nothing ran: " + st.FormatError + ")"
 	}
 	switch st.ActionTool {
-	case catalog.ActionShell:
+	case catalog.ActionShell, catalog.ActionEdit:
 		if st.RequestID == "" {
 			return "(not run: refused by the policy layer, see FEEDBACK)"
 		}
@@ -672,7 +727,23 @@ func (v *runView) observation(st catalog.AgentStep) string {
 		}
 		return "(not appended: refused by the policy layer)"
 	case catalog.ActionSubmit:
-		return "(answer submitted)"
+		if st.AnswerFile == "" {
+			return "(answer submitted)"
+		}
+		r, ok := v.results[st.RequestID]
+		if !ok {
+			return "(pending: reading " + st.AnswerFile + ")"
+		}
+		if st.AnswerSHA256 == "" {
+			problem := answerProblem(st.AnswerFile, r.data)
+			if problem == "" {
+				problem = "its content could not be read whole as UTF-8 text"
+			}
+			return "(answer NOT submitted: " + problem + ". Fix the file, then submit again.)\n" +
+				protocol.RenderObservation(v.evidence[st.RequestID], r.data)
+		}
+		size := r.data.Stdout.Bytes
+		return fmt.Sprintf("(answer submitted: the %d bytes of %s, sha256 %s, read as evidence %s)", size, st.AnswerFile, st.AnswerSHA256, v.evidence[st.RequestID])
 	}
 	return ""
 }

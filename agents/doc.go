@@ -24,14 +24,18 @@
 //     query, vera.ledger.query line (ledger.State.MoveLine / QueryLine);
 //  3. the last step's follow-ups still missing: its policy events
 //     (ledger.Decide on the state folded from the events before the step),
-//     then by its action: the vera.tool.requested of a shell action
-//     (request_id req-sNNNN, cwd and env from the earlier results'
-//     cwd_after and exports), the blocked move of a refused one,
+//     then by its action: the vera.tool.requested of a shell or edit
+//     action (request_id req-sNNNN; tool shell with the command, or tool
+//     edit with the operation and its one-line summary as command; cwd,
+//     env and shell_state from the earlier results: the last cwd_after,
+//     every export, the last shell_state_after, a result without one
+//     keeping the one before), the blocked move of a refused one,
 //     vera.notes.appended, the audit request of a submit (see "The
 //     verifier loop"), or vera.run.finished (RESOLVED with the answer of a
 //     submit when no auditor is configured; UNRESOLVED when a policy rule
-//     concludes or stops the run). A shell step whose result has not
-//     arrived yet: wait;
+//     concludes or stops the run). A shell or edit step whose result has
+//     not arrived yet: wait. A submit whose answer file could not be read
+//     is followed by the next step (its observation says why);
 //  4. the step budget (RunConfig.MaxSteps, 0 = unlimited) spent:
 //     vera.run.finished UNRESOLVED("step budget exhausted") — missing
 //     evidence is not a failure;
@@ -46,7 +50,11 @@
 //     the run FAILED. The reply is parsed (protocol.ParseReply, with the
 //     run's tool protocol) into vera.agent.step, with format_error when
 //     invalid (then no tool runs and the errors are fed back next turn),
-//     and request_id set when the shell action passes the policy gates.
+//     and request_id set when the shell or edit action passes the policy
+//     gates (an edit is a tool call: the notes gate and the finalization
+//     stop hold it as they hold a command). A submit that names an answer
+//     file is completed from the file before it is recorded: see "Answer
+//     files".
 //     Three identical unusable replies in a row (protocol.Code.Unusable:
 //     empty, reasoning only, a tool call the protocol cannot use) end the
 //     run UNRESOLVED with the error's message instead.
@@ -67,6 +75,31 @@
 // the recorded one (vera.model.responded, its text and reasoning from
 // their blobs, its tool calls, the tools it dropped), so that the live
 // agent, a restarted one and a re-execution parse the same thing.
+//
+// # Answer files
+//
+// A submit may name a file under /work/output/ (answer_file) instead of
+// giving the answer inline; the file's content when the model submits is
+// the answer. The agent reads it through sandboxd before it records the
+// step, from the step's recorded reply: a shell vera.tool.requested
+// req-sNNNN-answer (command cat -- 'FILE', in a fresh shell at /work: no
+// cwd, env or shell state, and its result is left out of the next
+// command's), with an id derived from the step's cause, then waits for
+// the result like a shell step. The result is evidence like any other
+// (so the answer's content is in the evidence ledger, with its blob). The
+// step then records answer_file, request_id req-sNNNN-answer and, when
+// the read gives text, the whole content (answer inline up to 64 KiB,
+// else answer_blob; read from the stdout blob when sandboxd cut the
+// stream) and its SHA-256 (answer_sha256, lowercase hex). The policy sees
+// that content, as it sees an inline answer. A read that fails (a missing
+// file: cat's exit code), times out or gives an empty or non-text file
+// leaves answer_sha256 empty: the submit failed, nothing is audited, and
+// the next step's observation shows why. Otherwise answer_file and
+// answer_sha256 go into vera.audit.requested and vera.run.finished with
+// the answer. Everything comes from the stream: a worker that stops after
+// publishing the read finds, once the result is stored, the recorded
+// reply, the request and its result, and records the same step without
+// calling the model again.
 //
 // # One writer per decision
 //

@@ -48,7 +48,7 @@ var nativeFourSteps = map[int]scriptedmodel.Reply{
 	4: toolCall("submit", callArgs("answer", "42", []string{"ev_0002"}, "RESOLVED")),
 }
 
-var toolNamesOffered = []string{"shell", "notes_append", "submit"}
+var toolNamesOffered = []string{"shell", "edit", "notes_append", "submit"}
 
 // deltaLog collects the streamed pieces the agent passes to Config.Deltas.
 type deltaLog struct {

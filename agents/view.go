@@ -347,16 +347,22 @@ func (v *runView) notesSplit(since int) (pinned, recent string) {
 	return p.String(), r.String()
 }
 
-// shellEnv returns the cwd and environment of the next agent command: the
-// cwd_after of the last agent result and the exports of every earlier one,
-// later ones winning.
-func (v *runView) shellEnv() (string, map[string]string) {
-	cwd := ""
-	var env map[string]string
+// shellEnv returns the cwd, environment and shell state of the next
+// agent command: the cwd_after of the last agent result that reported
+// one, the exports of every earlier one (later ones winning), and the
+// shell_state_after of the last result that reported one. The reads of
+// answer files are left out: they run in a fresh shell of their own.
+func (v *runView) shellEnv() (cwd string, env map[string]string, shellState string) {
 	for _, id := range v.order {
+		if isAnswerRead(id) {
+			continue
+		}
 		r := v.results[id].data
 		if r.CwdAfter != "" {
 			cwd = r.CwdAfter
+		}
+		if r.ShellStateAfter != "" {
+			shellState = r.ShellStateAfter
 		}
 		for k, val := range r.Exports {
 			if env == nil {
@@ -365,5 +371,5 @@ func (v *runView) shellEnv() (string, map[string]string) {
 			env[k] = val
 		}
 	}
-	return cwd, env
+	return cwd, env, shellState
 }

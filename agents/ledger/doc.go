@@ -15,7 +15,8 @@
 //
 // ClassifyMove types a shell command as a catalog.MoveType (search, fetch,
 // read, extract, compute, install, write, verify, other) with a
-// documented precedence; Outcome and OutcomeOf give its
+// documented precedence (EditMove types an operation of the file tool:
+// view is a read, the others writes); Outcome and OutcomeOf give its
 // catalog.LedgerOutcome. ExtractQuery finds the search query a command
 // issues (search-engine URLs, API parameters, grep -r patterns…), Family
 // normalises it into a family, and QueryLedger counts families so that a

@@ -975,6 +975,38 @@ var (
 	codePath  = regexp.MustCompile(`open\s*\(\s*['"]([^'"]+)['"]\s*,\s*['"][wa]|Path\(\s*['"]([^'"]+)['"]\s*\)\.write_text|to_csv\(\s*['"]([^'"]+)['"]|savefig\(\s*['"]([^'"]+)['"]`)
 )
 
+// EditMove types an operation of the file tool: view is a read; create,
+// str_replace, insert and undo change a file and are writes. An unknown
+// op is other.
+func EditMove(e catalog.EditArgs) catalog.MoveType {
+	switch e.Op {
+	case catalog.EditView:
+		return catalog.MoveRead
+	case catalog.EditCreate, catalog.EditStrReplace, catalog.EditInsert, catalog.EditUndo:
+		return catalog.MoveWrite
+	}
+	return catalog.MoveOther
+}
+
+// editFinalizationTarget is finalizationTarget for an edit: the file a
+// create writes when it looks like a final deliverable. Only create
+// writes a whole file, as a redirection does; the small fixes that follow
+// (str_replace, insert, undo) are not new deliverables and do not count
+// towards the finalization stop.
+func editFinalizationTarget(e catalog.EditArgs) (string, bool) {
+	if e.Op != catalog.EditCreate {
+		return "", false
+	}
+	base := path.Base(e.Path)
+	if base == "notes.md" || strings.HasSuffix(base, ".jsonl") {
+		return "", false
+	}
+	if strings.HasPrefix(e.Path, "/work/output/") || finalName.MatchString(base) {
+		return e.Path, true
+	}
+	return "", false
+}
+
 // finalizationTarget returns the file a write move writes when it looks
 // like a final deliverable: anything under /work/output/ or a file whose
 // name mentions final, report, answer, deliverable, summary, conclusion

@@ -147,7 +147,8 @@ func (p Policy) negativeClaim(vendors []string) NegativeClaim {
 type Proposed struct {
 	Step        int
 	Tool        catalog.ActionTool // "" when the reply had a format error
-	Command     string             // shell
+	Command     string             // shell; for edit, the summary of the operation
+	Edit        *catalog.EditArgs  // edit
 	NotesText   string             // notes_append
 	Answer      string             // submit
 	Status      string             // the STATUS_UPDATE line
@@ -158,7 +159,7 @@ type Proposed struct {
 // ProposedFrom returns the action of a parsed agent step.
 func ProposedFrom(s catalog.AgentStep) Proposed {
 	return Proposed{
-		Step: s.Step, Tool: s.ActionTool, Command: s.Command, NotesText: s.NotesText,
+		Step: s.Step, Tool: s.ActionTool, Command: s.Command, Edit: s.Edit, NotesText: s.NotesText,
 		Answer: s.Answer, Status: s.StatusUpdate, Thought: s.Thought, FormatError: s.FormatError,
 	}
 }
@@ -167,6 +168,14 @@ func ProposedFrom(s catalog.AgentStep) Proposed {
 func (p Proposed) isShell() bool {
 	return p.FormatError == "" && p.Tool == catalog.ActionShell && strings.TrimSpace(p.Command) != ""
 }
+
+// isEdit reports a runnable edit action.
+func (p Proposed) isEdit() bool {
+	return p.FormatError == "" && p.Tool == catalog.ActionEdit && p.Edit != nil
+}
+
+// isTool reports a runnable tool call: a shell command or an edit.
+func (p Proposed) isTool() bool { return p.isShell() || p.isEdit() }
 
 func (p Proposed) isSubmit() bool { return p.FormatError == "" && p.Tool == catalog.ActionSubmit }
 
@@ -262,8 +271,13 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 		})
 	}
 
-	if len(s.choices) > 0 && s.choiceStep < next.Step && next.isShell() {
-		mt := command().move()
+	if len(s.choices) > 0 && s.choiceStep < next.Step && next.isTool() {
+		var mt catalog.MoveType
+		if next.isEdit() {
+			mt = EditMove(*next.Edit)
+		} else {
+			mt = command().move()
+		}
 		for _, c := range s.choices {
 			if choiceMove(c) == mt {
 				add(catalog.PolicyTriggered{Rule: catalog.RuleChoiceMatched, Effect: catalog.EffectNudge, Matched: c})
@@ -324,7 +338,7 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 		add(t)
 	}
 
-	if p.PreToolNudgeAfter > 0 && s.toolCalls == 0 && !next.isShell() && s.steps+1 >= p.PreToolNudgeAfter {
+	if p.PreToolNudgeAfter > 0 && s.toolCalls == 0 && !next.isTool() && s.steps+1 >= p.PreToolNudgeAfter {
 		add(catalog.PolicyTriggered{
 			Rule: catalog.RulePreToolNudge, Effect: catalog.EffectNudge,
 			Count: s.steps + 1, Limit: p.PreToolNudgeAfter,
@@ -358,6 +372,11 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 		}
 	}
 
+	if next.isEdit() {
+		if t, ok := editGate(s, p, next); ok {
+			add(t)
+		}
+	}
 	if next.isShell() {
 		if t, ok := gate(s, p, nc, active, next, command()); ok {
 			add(t)
@@ -399,25 +418,9 @@ func Decide(state State, next Proposed) []catalog.PolicyTriggered {
 // gate returns the first gate refusing a shell action.
 func gate(s *State, p Policy, nc *NegativeClaim, active bool, next Proposed, rd *reading) (catalog.PolicyTriggered, bool) {
 	cmd := next.Command
-	if target, ok := rd.finalizationTarget(); ok && p.FinalizationStopAfter > 0 && s.finalWrites+1 >= p.FinalizationStopAfter {
-		n := s.finalWrites + 1
-		return catalog.PolicyTriggered{
-			Rule: catalog.RuleFinalizationStop, Effect: catalog.EffectStop,
-			Count: n, Limit: p.FinalizationStopAfter, BlockedCommand: cmd,
-			Message: "Stopping: a final deliverable was written " + strconv.Itoa(n) + " times without submitting.",
-			Details: map[string]string{"path": target},
-		}, true
-	}
-	if n := p.NotesInterval; n > 0 {
-		g := next.Step / n * n
-		if g >= n && s.lastNotes < g-n+1 {
-			return catalog.PolicyTriggered{
-				Rule: catalog.RuleNotesGate, Effect: catalog.EffectBlock,
-				Count: next.Step - s.lastNotes, Limit: n, BlockedCommand: cmd,
-				Message: "Update notes.md (notes_append) before running more tools: notes are due every " +
-					strconv.Itoa(n) + " steps.",
-			}, true
-		}
+	target, final := rd.finalizationTarget()
+	if t, ok := toolGate(s, p, next, target, final); ok {
+		return t, true
 	}
 	if q, ok := rd.query(); ok && p.QueryFamilyLimit > 0 {
 		fam := Family(q)
@@ -440,6 +443,43 @@ func gate(s *State, p Policy, nc *NegativeClaim, active bool, next Proposed, rd 
 				OfficialDomains: nc.Official(), IndependentDomains: nc.Independent(),
 				Message: "You have queried " + host + " " + strconv.Itoa(count-1) + " times in a row and the source minimums are unmet (" +
 					strings.Join(missing, "; ") + "). Check another official domain and one independent domain.",
+			}, true
+		}
+	}
+	return catalog.PolicyTriggered{}, false
+}
+
+// editGate returns the first gate refusing an edit: an edit is a tool
+// call, so the finalization stop (for a write of a final deliverable) and
+// the notes gate apply; the query and domain gates do not (it issues no
+// query and reaches no domain).
+func editGate(s *State, p Policy, next Proposed) (catalog.PolicyTriggered, bool) {
+	target, final := editFinalizationTarget(*next.Edit)
+	return toolGate(s, p, next, target, final)
+}
+
+// toolGate returns the first of the gates every tool call passes: the
+// finalization stop, when the call writes the final deliverable target
+// (final), and the notes gate.
+func toolGate(s *State, p Policy, next Proposed, target string, final bool) (catalog.PolicyTriggered, bool) {
+	cmd := next.Command
+	if final && p.FinalizationStopAfter > 0 && s.finalWrites+1 >= p.FinalizationStopAfter {
+		n := s.finalWrites + 1
+		return catalog.PolicyTriggered{
+			Rule: catalog.RuleFinalizationStop, Effect: catalog.EffectStop,
+			Count: n, Limit: p.FinalizationStopAfter, BlockedCommand: cmd,
+			Message: "Stopping: a final deliverable was written " + strconv.Itoa(n) + " times without submitting.",
+			Details: map[string]string{"path": target},
+		}, true
+	}
+	if n := p.NotesInterval; n > 0 {
+		g := next.Step / n * n
+		if g >= n && s.lastNotes < g-n+1 {
+			return catalog.PolicyTriggered{
+				Rule: catalog.RuleNotesGate, Effect: catalog.EffectBlock,
+				Count: next.Step - s.lastNotes, Limit: n, BlockedCommand: cmd,
+				Message: "Update notes.md (notes_append) before running more tools: notes are due every " +
+					strconv.Itoa(n) + " steps.",
 			}, true
 		}
 	}

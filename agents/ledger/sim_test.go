@@ -36,6 +36,7 @@ func (m *sim) apply(evs ...catalog.Payload) {
 type action struct {
 	tool      catalog.ActionTool
 	cmd       string
+	edit      *catalog.EditArgs
 	answer    string
 	notes     string
 	status    string
@@ -55,6 +56,11 @@ func failing(cmd string, exit int, stderr string) action {
 	a.exit = exit
 	a.excerpt = stderr
 	return a
+}
+
+func fileEdit(op catalog.EditOp, path string) action {
+	e := &catalog.EditArgs{Op: op, Path: path, FileText: "x\n"}
+	return action{tool: catalog.ActionEdit, cmd: "edit " + string(op) + " " + path, edit: e, out: "done", status: "UNRESOLVED(working)"}
 }
 
 func notes(text string) action {
@@ -81,12 +87,12 @@ func (m *sim) turn(a action) []catalog.PolicyTriggered {
 	step := catalog.AgentStep{Step: n, ModelCallID: fmt.Sprintf("call-agent-s%04d", n), FormatError: a.formatErr,
 		StatusUpdate: a.status}
 	if a.formatErr == "" {
-		step.ActionTool, step.Command, step.Answer, step.NotesText = a.tool, a.cmd, a.answer, a.notes
+		step.ActionTool, step.Command, step.Answer, step.NotesText, step.Edit = a.tool, a.cmd, a.answer, a.notes, a.edit
 	}
 	ts := Decide(*m.st, ProposedFrom(step))
 	m.decisions[n] = ts
 	eff := Summarize(ts)
-	run := a.formatErr == "" && a.tool == catalog.ActionShell && !eff.Block
+	run := a.formatErr == "" && (a.tool == catalog.ActionShell || a.tool == catalog.ActionEdit) && !eff.Block
 	req := fmt.Sprintf("req-s%04d", n)
 	if run {
 		step.RequestID = req
@@ -100,8 +106,12 @@ func (m *sim) turn(a action) []catalog.PolicyTriggered {
 		m.apply(catalog.NotesAppended{Step: n, Author: catalog.AuthorAgent, Text: a.notes})
 	}
 	if run {
-		m.apply(catalog.ToolRequested{RequestID: req, Requester: catalog.RequesterAgent, Tool: catalog.ToolShell,
-			Command: a.cmd, TimeoutMS: 1000, Step: n})
+		tool := catalog.ToolShell
+		if a.edit != nil {
+			tool = catalog.ToolEdit
+		}
+		m.apply(catalog.ToolRequested{RequestID: req, Requester: catalog.RequesterAgent, Tool: tool,
+			Command: a.cmd, Edit: a.edit, TimeoutMS: 1000, Step: n})
 		m.apply(catalog.ToolFinished{RequestID: req, Requester: catalog.RequesterAgent, ExitCode: a.exit,
 			Stdout: catalog.Output{Head: a.out, Bytes: int64(len(a.out))}, Stderr: catalog.Output{Head: a.excerpt}})
 		m.evidence++

@@ -82,6 +82,7 @@ type State struct {
 type request struct {
 	step     int
 	command  string
+	edit     *catalog.EditArgs // the file operation of an edit request
 	done     bool
 	move     catalog.LedgerMove
 	query    catalog.LedgerQuery
@@ -173,6 +174,12 @@ func (s *State) QueryLine(requestID string) (catalog.LedgerQuery, bool) {
 func BlockedMove(step int, cmd string) catalog.LedgerMove {
 	r := read(cmd)
 	return catalog.LedgerMove{Step: step, MoveType: r.move(), Command: cmd, Outcome: catalog.LedgerDenied, Domains: r.domains()}
+}
+
+// BlockedEditMove returns the move-ledger line of an edit action a gate
+// refused: its type (EditMove), outcome denied, no request.
+func BlockedEditMove(step int, summary string, e catalog.EditArgs) catalog.LedgerMove {
+	return catalog.LedgerMove{Step: step, MoveType: EditMove(e), Command: summary, Outcome: catalog.LedgerDenied}
 }
 
 // Apply folds one event's data (see State).
@@ -276,34 +283,51 @@ func (s *State) applyStep(e catalog.AgentStep) {
 			s.unresolved = 0
 		}
 	}
-	if e.FormatError == "" && e.ActionTool == catalog.ActionSubmit {
+	// A submit resets the finalization count, unless it named an answer
+	// file that could not be read (no digest): nothing was submitted.
+	if e.FormatError == "" && e.ActionTool == catalog.ActionSubmit && (e.AnswerFile == "" || e.AnswerSHA256 != "") {
 		s.finalWrites = 0
 		if IsNegativeClaim(e.Answer) {
 			s.negAnswer = true
 		}
 	}
 	if e.FormatError == "" && e.ActionTool == catalog.ActionShell && e.RequestID != "" && e.Command != "" {
-		s.register(e.RequestID, e.Step, e.Command)
+		s.register(e.RequestID, e.Step, e.Command, nil)
+	}
+	if e.FormatError == "" && e.ActionTool == catalog.ActionEdit && e.RequestID != "" && e.Edit != nil {
+		s.register(e.RequestID, e.Step, e.Command, e.Edit)
 	}
 }
 
 func (s *State) applyRequest(e catalog.ToolRequested) {
 	if e.Requester == catalog.RequesterAgent && e.RequestID != "" {
-		s.register(e.RequestID, e.Step, e.Command)
+		var edit *catalog.EditArgs
+		if e.Tool == catalog.ToolEdit {
+			edit = e.Edit
+			if edit == nil {
+				edit = &catalog.EditArgs{} // typed other, as an edit without its operation
+			}
+		}
+		s.register(e.RequestID, e.Step, e.Command, edit)
 	}
 }
 
-// register records an agent tool request once.
-func (s *State) register(id string, step int, cmd string) {
+// register records an agent tool request once: a shell command, or the
+// file operation of an edit (edit non-nil; cmd is then its summary).
+func (s *State) register(id string, step int, cmd string, edit *catalog.EditArgs) {
 	if s.requests == nil {
 		s.requests = map[string]*request{}
 	}
 	if _, seen := s.requests[id]; seen {
 		return
 	}
-	s.requests[id] = &request{step: step, command: cmd}
+	s.requests[id] = &request{step: step, command: cmd, edit: edit}
 	s.toolCalls++
-	if _, ok := finalizationTarget(cmd); ok {
+	if edit != nil {
+		if _, ok := editFinalizationTarget(*edit); ok {
+			s.finalWrites++
+		}
+	} else if _, ok := finalizationTarget(cmd); ok {
 		s.finalWrites++
 	}
 }
@@ -334,6 +358,12 @@ func (s *State) applyFinished(e catalog.ToolFinished) {
 		return
 	}
 	outcome := OutcomeOf(e)
+	if r.edit != nil {
+		// A file operation: typed by its op; no URL, domain or query.
+		r.done = true
+		r.move = catalog.LedgerMove{Step: r.step, MoveType: EditMove(*r.edit), Command: cmd, Outcome: outcome, RequestID: e.RequestID}
+		return
+	}
 	mt := rd.move()
 	r.done = true
 	r.move = catalog.LedgerMove{

@@ -24,8 +24,10 @@
 //
 //	{"tool":"shell","args":{"cmd":"<command>"}}          canonical shell
 //	{"tool":"shell","command":"<command>"}                short shell form
+//	{"tool":"edit","args":{"op":"<op>","path":"<path>",…}} view or change a file
 //	{"tool":"notes_append","args":{"text":"<markdown>"}}  append to notes.md
 //	{"tool":"submit","args":{"answer":"<final answer>"}}   submit for audit
+//	{"tool":"submit","args":{"answer_file":"<path>"}}      submit a file
 //
 // plus a few aliases, all named in the system prompt: tool "bash" for
 // shell, "append_notes" for notes_append, "final_answer" for submit, and
@@ -48,8 +50,23 @@
 //
 // Notes are append-only: notes_append with a "mode" other than append (a,
 // a+, append), a true overwrite/replace/truncate/delete/clear/reset/rewrite
-// flag, an "op"/"operation" other than append, or a notes tool named for
-// writing, replacing, editing or deleting is refused as notes_overwrite.
+// flag, an "op"/"operation" other than append, a notes tool named for
+// writing, replacing, editing or deleting, or an edit of /work/notes.md
+// other than view is refused as notes_overwrite.
+//
+// The edit action's args are those of catalog.EditArgs: op (view, create,
+// str_replace, insert, undo), path, and what the op needs (view_range,
+// file_text, old_str and new_str, insert_line). [Action.Edit] holds them;
+// an unknown op or argument, a wrong type, a path that is not clean and
+// absolute (under /work, or /input for view), an argument the op needs
+// missing, are bad_edit. [EditSummary] is its one-line command
+// ("edit str_replace /work/a.py").
+//
+// submit takes the answer inline (args.answer) or as a file
+// (args.answer_file, [Action.AnswerFile]): a clean absolute path under
+// /work/output/ ([ValidAnswerFile]; else bad_answer_file). Given both, the
+// file wins and the inline answer is dropped. The agent reads the file and
+// submits its content (see package agents).
 //
 // # Lines and labels
 //
@@ -125,8 +142,9 @@
 //     refuses them with a 4xx gets the call again without them) until the
 //     run is decided; see [Decide].
 //
-// Native calls keep the discipline. Each of the three functions (shell
-// with cmd, notes_append with text, submit with answer) also takes the
+// Native calls keep the discipline. Each of the four functions (shell
+// with cmd, edit with op, path and the op's arguments, notes_append with
+// text, submit with answer or answer_file) also takes the
 // required arguments thought, evidence_used (a list of ev_ ids, [] for
 // none) and status_update (continuing, UNRESOLVED(reason) or RESOLVED).
 // They are arguments of every call rather than of a wrapper function

@@ -39,8 +39,16 @@ const (
 	// CodeNotesOverwrite: an attempt to overwrite, replace, edit or delete
 	// notes through the notes action (notes are append-only).
 	CodeNotesOverwrite Code = "notes_overwrite"
-	// CodeEmptyAnswer: a submit action with no or an empty answer.
+	// CodeEmptyAnswer: a submit action with no or an empty answer (and no
+	// answer file).
 	CodeEmptyAnswer Code = "empty_answer"
+	// CodeBadAnswerFile: a submit action whose answer_file is not a clean
+	// absolute path under /work/output/.
+	CodeBadAnswerFile Code = "bad_answer_file"
+	// CodeBadEdit: an edit action whose arguments do not make an
+	// operation: an unknown op, no or a bad path, an argument the op needs
+	// missing, an unknown argument, a wrong type.
+	CodeBadEdit Code = "bad_edit"
 	// CodeMissingEvidenceUsed: no EVIDENCE_USED line, or an empty one.
 	CodeMissingEvidenceUsed Code = "missing_evidence_used"
 	// CodeBadEvidenceID: EVIDENCE_USED holds a malformed id, or neither an
@@ -71,7 +79,7 @@ func Codes() []Code {
 	return []Code{
 		CodeEmptyReply, CodeUnterminatedThink, CodeMissingThought, CodeMissingAction,
 		CodeMultipleActions, CodeBadJSON, CodeUnknownTool, CodeBadArgs, CodeEmptyCommand,
-		CodeEmptyNotes, CodeNotesOverwrite, CodeEmptyAnswer, CodeMissingEvidenceUsed,
+		CodeEmptyNotes, CodeNotesOverwrite, CodeEmptyAnswer, CodeBadAnswerFile, CodeBadEdit, CodeMissingEvidenceUsed,
 		CodeBadEvidenceID, CodeMissingStatusUpdate, CodeBadStatusUpdate,
 		CodeReasoningOnly, CodeUnexpectedToolCall, CodeMissingToolCall, CodeActionTooLarge,
 	}
@@ -121,7 +129,7 @@ EVIDENCE_USED: <ev_NNNN ids, comma-separated, or none>
 STATUS_UPDATE: <continuing | UNRESOLVED(<reason>) | RESOLVED>`
 
 // nativeReminder closes the Feedback text of the native protocol.
-const nativeReminder = `Reply again with exactly one function call: shell (cmd), notes_append (text) or submit (answer), each with
+const nativeReminder = `Reply again with exactly one function call: shell (cmd), edit (op, path, ...), notes_append (text) or submit (answer or answer_file), each with
 thought: <what you do next and why>, evidence_used: <list of ev_NNNN ids, or []>, status_update: <continuing | UNRESOLVED(<reason>) | RESOLVED>.`
 
 // Feedback renders format errors as the FEEDBACK text of the next turn:

@@ -66,8 +66,12 @@ func FuzzParse(f *testing.F) {
 				t.Fatal("notes without text")
 			}
 		case catalog.ActionSubmit:
-			if turn.Action.Answer == "" {
-				t.Fatal("submit without answer")
+			if turn.Action.Answer == "" && !ValidAnswerFile(turn.Action.AnswerFile) {
+				t.Fatal("submit without answer or answer file")
+			}
+		case catalog.ActionEdit:
+			if turn.Action.Edit == nil || !turn.Action.Edit.Op.Valid() || turn.Action.Edit.Path == "" {
+				t.Fatalf("edit without op or path: %+v", turn.Action.Edit)
 			}
 		}
 		switch turn.StatusUpdate.State {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -42,26 +43,45 @@ const (
 		`,"status_update":{"type":"string","description":"STATUS_UPDATE: continuing, UNRESOLVED(<what is missing>) or RESOLVED."}`
 )
 
+// editProps are the own arguments of the edit tool (catalog.EditArgs).
+const editProps = `"op":{"type":"string","enum":["view","create","str_replace","insert","undo"],"description":"view: show the file (or view_range) with line numbers; create: write a new file (file_text); str_replace: replace old_str, which must occur exactly once, with new_str; insert: insert new_str after line insert_line (0 = at the top); undo: undo your last edit of the file."}` +
+	`,"path":{"type":"string","description":"Absolute path of the file, e.g. /work/analysis.py (view may also read /input). notes.md cannot be edited."}` +
+	`,"view_range":{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":2,"description":"For view: [first, last] line numbers from 1; last -1 = to the end. Omit for the whole file."}` +
+	`,"file_text":{"type":"string","description":"For create: the file's content."}` +
+	`,"old_str":{"type":"string","description":"For str_replace: the exact text to replace, including whitespace; it must occur exactly once."}` +
+	`,"new_str":{"type":"string","description":"For str_replace: the replacement (\"\" deletes old_str); for insert: the text to insert."}` +
+	`,"insert_line":{"type":"integer","minimum":0,"description":"For insert: the line after which new_str goes (0 = before the first line)."}`
+
+// submitProps are the own arguments of the submit tool.
+const submitProps = `"answer":{"type":"string","description":"The final answer: the direct answer first, then each supporting claim with its hook and evidence id. Omit it when you give answer_file."}` +
+	`,"answer_file":{"type":"string","description":"Instead of answer: the file under /work/output/ that holds the final answer, e.g. /work/output/answer.md (its whole content is the answer; it wins over answer)."}`
+
 // Tools returns the agent's tools for the native protocol: shell,
-// notes_append and submit, each with its own argument (cmd, text, answer)
-// and the required thought, evidence_used and status_update.
+// edit, notes_append and submit, each with its own arguments (cmd; op,
+// path…; text; answer or answer_file) and the required thought,
+// evidence_used and status_update.
 func Tools() []ToolSpec {
-	tool := func(name, desc, arg, argDesc string) ToolSpec {
-		props := `{` + thoughtProp + `,` + strconv.Quote(arg) + `:{"type":"string","description":` + strconv.Quote(argDesc) + `}` + disciplineProps + `}`
+	spec := func(name, desc, own string, required ...string) ToolSpec {
+		props := `{` + thoughtProp + `,` + own + disciplineProps + `}`
 		return ToolSpec{Name: name, Description: desc, Parameters: map[string]any{
 			"type":                 "object",
 			"properties":           json.RawMessage(props),
-			"required":             []string{ArgThought, arg, ArgEvidenceUsed, ArgStatusUpdate},
+			"required":             append(append([]string{ArgThought}, required...), ArgEvidenceUsed, ArgStatusUpdate),
 			"additionalProperties": false,
 		}}
 	}
+	tool := func(name, desc, arg, argDesc string) ToolSpec {
+		return spec(name, desc, strconv.Quote(arg)+`:{"type":"string","description":`+strconv.Quote(argDesc)+`}`, arg)
+	}
 	return []ToolSpec{
-		tool(string(catalog.ActionShell), "Run one bash command in the sandbox (cwd /work; cd and export persist to later calls). Its output is recorded as evidence ev_NNNN.",
+		tool(string(catalog.ActionShell), "Run one bash command in the sandbox (cwd /work; cd, export, shell functions and variables persist to later calls). Its output is recorded as evidence ev_NNNN.",
 			"cmd", "The bash command to run."),
+		spec(string(catalog.ActionEdit), "View, create or change one file in the sandbox (paths /work/...; view also reads /input). view shows line numbers. Its result is recorded as evidence ev_NNNN.",
+			editProps, "op", "path"),
 		tool(string(catalog.ActionNotesAppend), "Append markdown to notes.md (append-only; it is shown to you in full every turn). Give every finding its evidence hook.",
 			"text", "The markdown to append: findings with their hooks (URL + snippet, or path + command) and evidence ids."),
-		tool(string(catalog.ActionSubmit), "Submit the final answer for audit.",
-			"answer", "The final answer: the direct answer first, then each supporting claim with its hook and evidence id."),
+		spec(string(catalog.ActionSubmit), "Submit the final answer for audit: inline (answer) or as a file under /work/output/ (answer_file).",
+			submitProps),
 	}
 }
 
@@ -156,6 +176,8 @@ func boundTurn(t Turn, errs []FormatError) (Turn, []FormatError) {
 		what, n = "notes text", len(t.Action.Text)
 	case len(t.Action.Answer) > MaxActionBytes:
 		what, n = "answer", len(t.Action.Answer)
+	case t.Action.Edit != nil && len(t.Action.Edit.FileText)+len(t.Action.Edit.OldStr)+len(t.Action.Edit.NewStr) > MaxActionBytes:
+		what, n = "edit", len(t.Action.Edit.FileText)+len(t.Action.Edit.OldStr)+len(t.Action.Edit.NewStr)
 	case len(t.Action.Raw) > 2*MaxActionBytes:
 		what, n = "action", len(t.Action.Raw)
 	}
@@ -163,7 +185,7 @@ func boundTurn(t Turn, errs []FormatError) (Turn, []FormatError) {
 		return t, errs
 	}
 	t.Action.Raw = CapText(t.Action.Raw, maxRawAction)
-	t.Action.Cmd, t.Action.Text, t.Action.Answer = "", "", ""
+	t.Action.Cmd, t.Action.Text, t.Action.Answer, t.Action.Edit, t.Action.AnswerFile = "", "", "", nil, ""
 	errs = append(errs, FormatError{CodeActionTooLarge, fmt.Sprintf(
 		"Your %s is %d bytes; an action may hold at most %d. Nothing ran. Write long content to a file in a few shell commands (a heredoc per part), keep notes to findings with their hooks, and keep the answer to the direct answer with its evidence ids.",
 		what, n, MaxActionBytes)})
@@ -273,7 +295,8 @@ func parseNative(r Reply, auto bool) (Turn, []FormatError) {
 
 // sameAction reports whether two parsed actions do the same thing.
 func sameAction(a, b Action) bool {
-	return a.Tool == b.Tool && a.Cmd == b.Cmd && a.Text == b.Text && a.Answer == b.Answer
+	return a.Tool == b.Tool && a.Cmd == b.Cmd && a.Text == b.Text && a.Answer == b.Answer &&
+		a.AnswerFile == b.AnswerFile && reflect.DeepEqual(a.Edit, b.Edit)
 }
 
 // fallbackThought is the THOUGHT of a call that has none: the THOUGHT of
@@ -390,15 +413,19 @@ func nativeMessage(e FormatError, name string) FormatError {
 	n := clip(name, 60)
 	switch e.Code {
 	case CodeUnknownTool:
-		e.Message = fmt.Sprintf("Unknown function %q. The functions are shell (run a command), notes_append (add to notes.md) and submit (final answer).", n)
+		e.Message = fmt.Sprintf("Unknown function %q. The functions are shell (run a command), edit (view or change a file), notes_append (add to notes.md) and submit (final answer).", n)
 	case CodeEmptyCommand:
 		e.Message = "The shell call has no command. Put it in the cmd argument, e.g. \"cmd\":\"ls -la /work\"."
 	case CodeEmptyNotes:
 		e.Message = "The notes_append call has no text. Put the markdown to append in the text argument."
 	case CodeEmptyAnswer:
-		e.Message = "The submit call has no answer. Put the final answer, with its evidence hooks, in the answer argument."
+		e.Message = "The submit call has no answer. Put the final answer, with its evidence hooks, in the answer argument, or the path of the file under /work/output/ that holds it in answer_file."
+	case CodeBadEdit:
+		if msg, _, ok := strings.Cut(e.Message, ` e.g. {"tool":"edit"`); ok {
+			e.Message = msg + ` e.g. "op":"str_replace","path":"/work/a.py","old_str":"x = 1","new_str":"x = 2".`
+		}
 	case CodeBadArgs:
-		e.Message = fmt.Sprintf("The arguments of the %s call have the wrong type: cmd, text and answer are strings, evidence_used a list of ids, thought and status_update strings.", n)
+		e.Message = fmt.Sprintf("The arguments of the %s call have the wrong type: cmd, text, answer and answer_file are strings, evidence_used a list of ids, thought and status_update strings.", n)
 	}
 	return e
 }

@@ -21,12 +21,20 @@ func call(name, args string) catalog.ToolCall {
 
 const shellArgs = `{"thought":"The release page should state the date.","cmd":"curl -sL https://example.org | head","evidence_used":["ev_0002"],"status_update":"UNRESOLVED(need the release page)"}`
 
-// TestToolsSchemas: three tools, each requiring its own argument and the
+// TestToolsSchemas: four tools, each requiring its own arguments and the
 // three discipline arguments, properties in order (thought first).
 func TestToolsSchemas(t *testing.T) {
-	want := map[string]string{"shell": "cmd", "notes_append": "text", "submit": "answer"}
+	want := map[string]string{"shell": "cmd", "notes_append": "text", "submit": "answer", "edit": "op"}
+	required := map[string][]string{
+		"shell": {"cmd"}, "notes_append": {"text"}, "submit": nil, "edit": {"op", "path"},
+	}
+	props := map[string]int{"shell": 4, "notes_append": 4, "submit": 5, "edit": 10}
+	callOwn := map[string]string{
+		"shell": `"cmd":"y"`, "notes_append": `"text":"y"`, "submit": `"answer":"y"`,
+		"edit": `"op":"view","path":"/work/a.py","view_range":[1,-1]`,
+	}
 	tools := Tools()
-	if len(tools) != 3 {
+	if len(tools) != 4 {
 		t.Fatalf("%d tools", len(tools))
 	}
 	for _, tool := range tools {
@@ -46,14 +54,15 @@ func TestToolsSchemas(t *testing.T) {
 		if err := json.Unmarshal(raw, &schema); err != nil {
 			t.Fatal(err)
 		}
-		if schema.Type != "object" || !reflect.DeepEqual(schema.Required, []string{ArgThought, arg, ArgEvidenceUsed, ArgStatusUpdate}) || len(schema.Properties) != 4 {
+		wantReq := append(append([]string{ArgThought}, required[tool.Name]...), ArgEvidenceUsed, ArgStatusUpdate)
+		if schema.Type != "object" || !reflect.DeepEqual(schema.Required, wantReq) || len(schema.Properties) != props[tool.Name] {
 			t.Errorf("%s schema %s", tool.Name, raw)
 		}
 		if i, j := strings.Index(string(raw), `"thought"`), strings.Index(string(raw), `"`+arg+`"`); i < 0 || j < i {
 			t.Errorf("%s: thought is not the first property: %s", tool.Name, raw)
 		}
 		// A call with every required argument parses.
-		args := `{"thought":"x","` + arg + `":"y","evidence_used":[],"status_update":"continuing"}`
+		args := `{"thought":"x",` + callOwn[tool.Name] + `,"evidence_used":[],"status_update":"continuing"}`
 		if turn, errs := ParseReply(native, Reply{ToolCalls: []catalog.ToolCall{call(tool.Name, args)}}); len(errs) > 0 || string(turn.Action.Tool) != tool.Name {
 			t.Errorf("%s: %v %+v", tool.Name, errs, turn)
 		}
@@ -245,8 +254,8 @@ func TestSystemPromptFor(t *testing.T) {
 			t.Errorf("example %s: %v", name, errs)
 		}
 	}
-	if seen != 3 {
-		t.Errorf("%d example calls in the native prompt, want 3", seen)
+	if seen != 4 {
+		t.Errorf("%d example calls in the native prompt, want 4", seen)
 	}
 }
 

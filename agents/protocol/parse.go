@@ -33,12 +33,17 @@ type Turn struct {
 
 // Action is the single tool call of a reply.
 type Action struct {
-	// Tool is shell, notes_append or submit; empty when the action could
-	// not be parsed or names an unknown tool.
+	// Tool is shell, edit, notes_append or submit; empty when the action
+	// could not be parsed or names an unknown tool.
 	Tool   catalog.ActionTool
 	Cmd    string // shell: the command (args.cmd or command), trimmed
 	Text   string // notes_append: the text to append (args.text), trailing space trimmed
-	Answer string // submit: the answer (args.answer), trimmed
+	Answer string // submit: the answer (args.answer), trimmed; empty when AnswerFile is set
+	// AnswerFile is submit's args.answer_file: the file under /work/output/
+	// whose content is the answer. When set it wins over args.answer.
+	AnswerFile string
+	// Edit is the file operation of an edit action (its args).
+	Edit *catalog.EditArgs
 	// Raw is the action JSON on one line: as written when the model wrote
 	// it on one line, else compacted. Set whenever an action was found,
 	// even a malformed one.
@@ -596,7 +601,7 @@ func pickAction(s scanned) (Action, *FormatError) {
 		b := brokens[0]
 		return Action{Raw: oneLine(b.text)}, &FormatError{CodeBadJSON, fmt.Sprintf("The action is not valid JSON (%v): %s. Write one JSON object on one line, with double-quoted keys and strings, newlines inside strings escaped as \\n, e.g. {\"tool\":\"shell\",\"args\":{\"cmd\":\"ls -la /work\"}}.", err2msg(b.err), clip(oneLine(b.text), 160))}
 	case len(toolless) > 0:
-		return Action{Raw: toolless[0].raw}, &FormatError{CodeUnknownTool, fmt.Sprintf("The action %s has no \"tool\" field. Name the tool: shell, notes_append or submit, e.g. {\"tool\":\"shell\",\"args\":{\"cmd\":\"ls -la /work\"}}.", clip(toolless[0].raw, 160))}
+		return Action{Raw: toolless[0].raw}, &FormatError{CodeUnknownTool, fmt.Sprintf("The action %s has no \"tool\" field. Name the tool: shell, edit, notes_append or submit, e.g. {\"tool\":\"shell\",\"args\":{\"cmd\":\"ls -la /work\"}}.", clip(toolless[0].raw, 160))}
 	default:
 		msg := "No action found. Put exactly one JSON action on its own line, e.g. {\"tool\":\"shell\",\"args\":{\"cmd\":\"ls -la /work\"}}; use notes_append to add notes and submit for the final answer."
 		if dataObjs > 0 {
@@ -662,7 +667,7 @@ func buildAction(d decoded) (Action, *FormatError) {
 	a := Action{Raw: d.raw}
 	name, _, ok := getString(d.obj, "tool")
 	if !ok {
-		return a, &FormatError{CodeUnknownTool, `The "tool" field must be a string: shell, notes_append or submit.`}
+		return a, &FormatError{CodeUnknownTool, `The "tool" field must be a string: shell, edit, notes_append or submit.`}
 	}
 	n := normTool(name)
 	tool, known := toolNames[n]
@@ -671,7 +676,7 @@ func buildAction(d decoded) (Action, *FormatError) {
 		return a, &FormatError{CodeNotesOverwrite, fmt.Sprintf("notes.md is append-only: tool %q (overwrite, replace, edit or delete) is refused. Add to your notes with {\"tool\":\"notes_append\",\"args\":{\"text\":\"…\"}}; to correct a note, append a correction.", name)}
 	}
 	if !known {
-		return a, &FormatError{CodeUnknownTool, fmt.Sprintf("Unknown tool %q. The tools are shell (run a command), notes_append (add to notes.md) and submit (final answer).", clip(name, 60))}
+		return a, &FormatError{CodeUnknownTool, fmt.Sprintf("Unknown tool %q. The tools are shell (run a command), edit (view or change a file), notes_append (add to notes.md) and submit (final answer).", clip(name, 60))}
 	}
 	a.Tool = tool
 	args, argIsString, err := argsObject(d.obj)
@@ -683,6 +688,8 @@ func buildAction(d decoded) (Action, *FormatError) {
 		return shellAction(a, d.obj, args, argIsString)
 	case catalog.ActionNotesAppend:
 		return notesAction(a, d.obj, args, argIsString)
+	case catalog.ActionEdit:
+		return editAction(a, args, argIsString)
 	default:
 		return submitAction(a, args, argIsString)
 	}
@@ -763,13 +770,26 @@ func submitAction(a Action, args map[string]json.RawMessage, argIsString bool) (
 	if argIsString {
 		return a, &FormatError{CodeBadArgs, `"args" must be a JSON object: {"tool":"submit","args":{"answer":"<final answer>"}}.`}
 	}
+	file, filePresent, ok := getString(args, "answer_file")
+	if !ok {
+		return a, &FormatError{CodeBadAnswerFile, `args.answer_file must be a string: the path of the answer file under /work/output/, e.g. "/work/output/answer.md".`}
+	}
+	if filePresent && strings.TrimSpace(file) != "" {
+		p := strings.TrimSpace(file)
+		if !ValidAnswerFile(p) {
+			return a, &FormatError{CodeBadAnswerFile, fmt.Sprintf("args.answer_file must be a clean absolute path of a file under %s (no .., no trailing /), e.g. \"%sanswer.md\"; got %q. Write the answer there first (edit create or the shell), then submit it.", AnswerDir, AnswerDir, clip(p, 120))}
+		}
+		// The file wins over an inline answer given beside it.
+		a.AnswerFile = p
+		return a, nil
+	}
 	ans, present, ok := getString(args, "answer")
 	if !ok {
 		return a, &FormatError{CodeBadArgs, `args.answer must be a string: the final answer as text (use \n for line breaks).`}
 	}
 	a.Answer = strings.TrimSpace(ans)
 	if !present || a.Answer == "" {
-		return a, &FormatError{CodeEmptyAnswer, `The submit action has no answer. Put the final answer, with its evidence hooks, in args.answer: {"tool":"submit","args":{"answer":"…"}}.`}
+		return a, &FormatError{CodeEmptyAnswer, `The submit action has no answer. Put the final answer, with its evidence hooks, in args.answer: {"tool":"submit","args":{"answer":"…"}}, or name the file under /work/output/ that holds it in args.answer_file.`}
 	}
 	return a, nil
 }

@@ -107,8 +107,12 @@ func Shapes() []Shape {
 	return []Shape{
 		{catalog.ActionShell, `shell: {"tool":"shell","args":{"cmd":…}}`, `{"tool":"shell","args":{"cmd":"curl -sL https://www.python.org/downloads/release/python-3130/ | grep -i -m 3 'release date'"}}`},
 		{catalog.ActionShell, `shell, short form: {"tool":"shell","command":…}`, `{"tool":"shell","command":"ls -la /input"}`},
+		{catalog.ActionEdit, `edit: {"tool":"edit","args":{"op":"create","path":…,"file_text":…}}`, `{"tool":"edit","args":{"op":"create","path":"/work/extract.py","file_text":"import re, sys\nprint(re.findall(r'Release Date: [^<]+', open(sys.argv[1]).read()))\n"}}`},
+		{catalog.ActionEdit, `edit: {"tool":"edit","args":{"op":"str_replace","path":…,"old_str":…,"new_str":…}}`, `{"tool":"edit","args":{"op":"str_replace","path":"/work/extract.py","old_str":"Release Date: [^<]+","new_str":"Release Date:\\s*[^<]+"}}`},
+		{catalog.ActionEdit, `edit: {"tool":"edit","args":{"op":"view","path":…,"view_range":[…]}}`, `{"tool":"edit","args":{"op":"view","path":"/work/extract.py","view_range":[1,20]}}`},
 		{catalog.ActionNotesAppend, `notes: {"tool":"notes_append","args":{"text":…}}`, `{"tool":"notes_append","args":{"text":"- Python 3.13.0 release date: Oct. 7, 2024. Hook: https://www.python.org/downloads/release/python-3130/ \"Release Date: Oct. 7, 2024\" (ev_0004)"}}`},
 		{catalog.ActionSubmit, `submit: {"tool":"submit","args":{"answer":…}}`, `{"tool":"submit","args":{"answer":"Python 3.13.0 was released on October 7, 2024.\n\nEvidence: https://www.python.org/downloads/release/python-3130/ - \"Release Date: Oct. 7, 2024\" (ev_0004)"}}`},
+		{catalog.ActionSubmit, `submit a file: {"tool":"submit","args":{"answer_file":…}}`, `{"tool":"submit","args":{"answer_file":"/work/output/answer.md"}}`},
 	}
 }
 
@@ -117,6 +121,7 @@ func Shapes() []Shape {
 var toolNames = map[string]catalog.ActionTool{
 	"shell":        catalog.ActionShell,
 	"bash":         catalog.ActionShell,
+	"edit":         catalog.ActionEdit,
 	"notes_append": catalog.ActionNotesAppend,
 	"append_notes": catalog.ActionNotesAppend,
 	"submit":       catalog.ActionSubmit,

@@ -27,7 +27,7 @@ func TestPromptMentionsEveryAcceptedShape(t *testing.T) {
 		}
 		tools[sh.Tool] = true
 	}
-	for _, tool := range []catalog.ActionTool{catalog.ActionShell, catalog.ActionNotesAppend, catalog.ActionSubmit} {
+	for _, tool := range []catalog.ActionTool{catalog.ActionShell, catalog.ActionEdit, catalog.ActionNotesAppend, catalog.ActionSubmit} {
 		if !tools[tool] {
 			t.Errorf("Shapes has no example of %s", tool)
 		}
@@ -36,14 +36,19 @@ func TestPromptMentionsEveryAcceptedShape(t *testing.T) {
 		if !strings.Contains(p, strconv.Quote(name)) {
 			t.Errorf("prompt does not name the accepted tool name %q (%s)", name, tool)
 		}
-		turn, errs := Parse(reply(thoughtLine, `{"tool":"`+name+`","args":{"cmd":"ls","text":"x","answer":"y"}}`, evLine, statusLine))
+		args := `{"cmd":"ls","text":"x","answer":"y"}`
+		if tool == catalog.ActionEdit {
+			args = `{"op":"view","path":"/work/a.py"}`
+		}
+		turn, errs := Parse(reply(thoughtLine, `{"tool":"`+name+`","args":`+args+`}`, evLine, statusLine))
 		if len(errs) > 0 || turn.Action.Tool != tool {
 			t.Errorf("alias %q: tool %q, errors %v", name, turn.Action.Tool, errs)
 		}
 	}
 	// The argument keys and recovery forms the parser accepts.
 	for _, want := range []string{
-		`"args":{"cmd":`, `"command":"`, `"args":{"command":`, `"args":{"text":`, `"args":{"answer":`,
+		`"args":{"cmd":`, `"command":"`, `"args":{"command":`, `"args":{"text":`, `"args":{"answer":`, `"args":{"answer_file":`,
+		`"op":"view"`, `"op":"create"`, `"op":"str_replace"`, "insert_line", "undo", `"view_range"`, "line numbers", "/work/output/",
 		"ACTION:", "```json", "<think>",
 		"THOUGHT:", "EVIDENCE_USED:", "STATUS_UPDATE:", "none", "ev_0001", "ev_1",
 		"continuing", "UNRESOLVED(<reason>)", "RESOLVED", `"mode":"w"`,
@@ -85,8 +90,8 @@ func TestPromptExamplesParse(t *testing.T) {
 		}
 		seen[turn.Action.Tool] = true
 	}
-	if n != 3 || len(seen) != 3 {
-		t.Errorf("want 3 examples covering the 3 tools, got %d covering %v", n, seen)
+	if n != 4 || len(seen) != 4 {
+		t.Errorf("want 4 examples covering the 4 tools, got %d covering %v", n, seen)
 	}
 }
 
