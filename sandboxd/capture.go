@@ -168,3 +168,7 @@ func validSuffixStart(b []byte) int {
 	}
 	return i
 }
+
+// headString is the captured head and tail as text, for a quick look at
+// what a command printed.
+func (c *capture) headString() string { return string(c.head) + string(c.tail()) }

@@ -73,6 +73,12 @@ type Config struct {
 	PidsLimit      int64
 	CPUs           float64
 
+	// WorkLimit bounds a run's /work (bytes, DefaultWorkLimit; a run's
+	// sandbox.work_limit_mb overrides it; -1 = none). ScratchLimit bounds
+	// /tmp, /var/tmp and the writable layer (DefaultScratchLimit, at most
+	// Memory; sandbox.scratch_limit_mb overrides it; -1 = none). See disk.go.
+	WorkLimit, ScratchLimit int64
+
 	HeadBytes, TailBytes int   // output kept inline in the event, per stream
 	SpoolMax             int64 // most bytes of one stream kept for its blob
 
@@ -110,6 +116,18 @@ func (c *Config) SetDefaults() error {
 	}
 	if c.CPUs <= 0 {
 		c.CPUs = DefaultCPUs
+	}
+	switch {
+	case c.WorkLimit == 0:
+		c.WorkLimit = DefaultWorkLimit
+	case c.WorkLimit < 0:
+		c.WorkLimit = 0
+	}
+	switch {
+	case c.ScratchLimit == 0:
+		c.ScratchLimit = DefaultScratchLimit
+	case c.ScratchLimit < 0:
+		c.ScratchLimit = 0
 	}
 	if c.HeadBytes <= 0 {
 		c.HeadBytes = DefaultHeadBytes

@@ -222,13 +222,22 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 	}
 	cfg, host := boxConfig(boxSpec{
 		run: rs.id, role: r, image: img, work: work, input: input, state: state, network: network, lab: lab,
-		user: d.cfg.User, memory: d.cfg.Memory, pids: d.cfg.PidsLimit, cpus: d.cfg.CPUs,
+		user: d.cfg.User, memory: d.cfg.Memory, pids: d.cfg.PidsLimit, cpus: d.cfg.CPUs, scratch: d.scratchLimit(rs),
 	})
+	d.applyLayerLimit(host, d.scratchLimit(rs))
 	if lab {
 		d.log.Warn("LAB MODE: sandbox container runs PRIVILEGED as root; isolation is off", "run", rs.id, "container", name)
 		d.emitLabMode(ctx, rs.id, name)
 	}
 	created, err := d.docker.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if err != nil && host.StorageOpt != nil && isStorageOptUnsupported(err) {
+		d.noteLayerSize(false)
+		d.log.Info("the Docker engine takes no size for a container's writable layer; a watchdog limits it instead", "err", err)
+		host.StorageOpt = nil
+		created, err = d.docker.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	} else if err == nil && host.StorageOpt != nil {
+		d.noteLayerSize(true)
+	}
 	if err != nil {
 		if errdefs.IsConflict(err) { // created concurrently: use it
 			return d.docker.ContainerInspect(ctx, name)
@@ -259,7 +268,7 @@ type boxSpec struct {
 	run, image, work, input, state, network, user string
 	role                                          role
 	lab                                           bool
-	memory, pids                                  int64
+	memory, pids, scratch                         int64
 	cpus                                          float64
 }
 
@@ -296,6 +305,7 @@ func boxConfig(s boxSpec) (*container.Config, *container.HostConfig) {
 	}
 	host := &container.HostConfig{
 		Mounts:      mounts,
+		Tmpfs:       scratchMounts(s.scratch),
 		NetworkMode: container.NetworkMode(s.network),
 		Init:        &init,
 		Resources: container.Resources{

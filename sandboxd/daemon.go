@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type Daemon struct {
 	bgCancel  context.CancelFunc
 	following map[string]bool  // container id → a log follower runs
 	runOnBus  map[string]*bool // run id → whether the stream has it (for Docker events of runs not loaded)
+	layerSize int              // whether the engine takes --storage-opt size (layerSize*), guarded by mu
 }
 
 // runState is what the daemon knows of one run, rebuilt from the stream.
@@ -393,8 +395,11 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	if req.Command == "" {
 		return failed("empty command")
 	}
+	if req.Tool == catalog.ToolEdit {
+		return d.handleEdit(ctx, rs, m.Event, req, token, spool)
+	}
 	if req.Tool != "" && req.Tool != catalog.ToolShell {
-		return failed("unknown tool %q: only shell exists", req.Tool)
+		return failed("unknown tool %q: only shell and edit exist", req.Tool)
 	}
 	if rs.isEnded() {
 		return failed("the run has ended; the command was not run")
@@ -438,9 +443,14 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 		before[k] = v
 	}
 	mode := d.sessionMode(rs)
+	if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.ShellState, 0) || strings.ContainsRune(cwd, 0) {
+		return failed("the command, its cwd or its shell state holds a NUL byte, which no shell can take")
+	}
+	overLimit := make(chan struct{})
+	watch := d.watchDisk(ctx, rs, b, user == "0:0" || strings.HasPrefix(user, "0:"), func(string) { close(overLimit) })
 	er := execRequest{
 		box: b, user: user, command: req.Command, cwd: cwd, env: req.Env, timeout: timeout, token: token,
-		stdout: stdout, stderr: stderr, interrup: rs.interrupt,
+		stdout: stdout, stderr: stderr, interrup: rs.interrupt, limit: overLimit,
 		started: func(execID string, at time.Time) error {
 			// The id derives from the request: a redelivery that stores
 			// it again (the first ack was lost) stores it once.
@@ -464,6 +474,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 		res = d.executeSession(ctx, sessionRequest{execRequest: er, shellState: req.ShellState,
 			opened: func(s *session, prev *sessionInfo) { d.sessionOpened(ctx, rs, m.Event, b, s, prev) }})
 	}
+	limitReason := watch.reason()
 	_ = stdout.close()
 	_ = stderr.close()
 	if res.notStarted != nil {
@@ -486,7 +497,10 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	if res.interrupted {
 		tf.Error = "interrupted: the run ended or sandboxd stopped"
 	}
-	if res.exitCode == 137 && !res.timedOut && !res.interrupted {
+	if res.limited {
+		tf.Error = limitReason
+	}
+	if res.exitCode == 137 && !res.timedOut && !res.interrupted && !res.limited {
 		tf.Error = "killed (SIGKILL): possibly by the sandbox's memory or pids limit"
 	}
 	if res.state != nil {
@@ -498,6 +512,9 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 				res.stateErr = res.state.shellErr // cwd and exports carried over; the rest of the state not
 			}
 		}
+	}
+	if tf.Error == "" && tf.ExitCode != 0 && strings.Contains(stderr.headString(), "No space left on device") {
+		tf.Error = fmt.Sprintf("a write failed for lack of space: the sandbox's scratch space (/tmp, /var/tmp) holds at most %s; /work at most %s", mib(d.scratchLimit(rs)), mib(d.workLimit(rs)))
 	}
 	if res.sessionLost != "" {
 		log.Warn("session given up during the command; the next command gets a new one", "reason", res.sessionLost)

@@ -126,6 +126,7 @@ type execRequest struct {
 	// unstarted: execute returns at once with notStarted set.
 	started  func(execID string, at time.Time) error
 	interrup <-chan struct{} // closed to interrupt the command
+	limit    <-chan struct{} // closed when the command passed a disk limit
 }
 
 type execResult struct {
@@ -138,6 +139,7 @@ type execResult struct {
 	stateErr    error // why state is nil when the command ran to an exit
 	err         error
 	sessionLost string // a session was given up during the command: why
+	limited     bool   // killed at a disk limit
 }
 
 // nonceVar passes a command's nonce to its keeper. Only the keeper's own
@@ -221,10 +223,12 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 		res.timedOut = true
 	case <-r.interrup:
 		res.interrupted = true
+	case <-r.limit:
+		res.limited = true
 	case <-ctx.Done():
 		res.interrupted = true
 	}
-	if res.timedOut || res.interrupted {
+	if res.timedOut || res.interrupted || res.limited {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		d.killCommand(kctx, r.box, "vera-shell:"+r.token, since.Add(-killSince))
 		cancel()
@@ -236,11 +240,11 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 		}
 	}
 	res.duration = time.Since(start)
-	if copyErr != nil && copyErr != io.EOF && !res.timedOut && !res.interrupted {
+	if copyErr != nil && copyErr != io.EOF && !res.timedOut && !res.interrupted && !res.limited {
 		res.err = fmt.Errorf("read command output: %w", copyErr)
 	}
 	res.exitCode = -1
-	if !res.timedOut && !res.interrupted {
+	if !res.timedOut && !res.interrupted && !res.limited {
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		info, err := d.docker.ContainerExecInspect(ictx, created.ID)
 		cancel()

@@ -134,6 +134,8 @@ type req struct {
 	timeout   time.Duration
 	requester catalog.Requester
 	id        string
+	shell     string            // shell state to start from (persistent session)
+	edit      *catalog.EditArgs // an edit request instead of a command
 }
 
 // request publishes a tool request and returns its event.
@@ -145,10 +147,14 @@ func (f *fixture) request(run string, r req) bus.Event {
 	if r.id == "" {
 		r.id = fmt.Sprintf("req-%d", time.Now().UnixNano())
 	}
-	ev, err := f.b.Events.New(run, catalog.ToolRequested{
+	tr := catalog.ToolRequested{
 		RequestID: r.id, Requester: r.requester, Tool: catalog.ToolShell, Command: r.cmd, Cwd: r.cwd, Env: r.env,
-		TimeoutMS: r.timeout.Milliseconds(),
-	})
+		ShellState: r.shell, TimeoutMS: r.timeout.Milliseconds(),
+	}
+	if r.edit != nil {
+		tr.Tool, tr.Edit, tr.Command = catalog.ToolEdit, r.edit, "edit "+string(r.edit.Op)+" "+r.edit.Path
+	}
+	ev, err := f.b.Events.New(run, tr)
 	if err != nil {
 		f.t.Fatal(err)
 	}

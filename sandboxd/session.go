@@ -606,6 +606,9 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 			case <-r.interrup:
 				res.interrupted = true
 				return false
+			case <-r.limit:
+				res.limited = true
+				return false
 			case <-ctx.Done():
 				res.interrupted = true
 				return false
@@ -620,7 +623,7 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 		cancel()
 		// The keeper ends the command with its markers once its shell is
 		// gone; the timer is spent, the other cases cannot fire twice.
-		r.interrup, ctx = nil, context.WithoutCancel(ctx)
+		r.interrup, r.limit, ctx = nil, nil, context.WithoutCancel(ctx)
 		timer.Stop()
 		finished = wait(time.After(markerWait))
 	}
@@ -634,7 +637,7 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		_, _ = d.execArgs(kctx, r.box.id, "0:0", "bash", "-c", killSessionScript, "vera-kill", s.id)
 		cancel()
-		if !res.timedOut && !res.interrupted {
+		if !res.timedOut && !res.interrupted && !res.limited {
 			res.err = errors.New(res.sessionLost)
 		}
 		return res
@@ -642,14 +645,14 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 	if out.aborted || errm.aborted {
 		res.exitCode = -1
 		res.sessionLost = s.deathReason()
-		if !res.timedOut && !res.interrupted {
+		if !res.timedOut && !res.interrupted && !res.limited {
 			res.err = fmt.Errorf("the session ended during the command: %s", s.deathReason())
 		}
 		return res
 	}
 	keep = true
 	res.exitCode = out.status
-	if res.timedOut || res.interrupted {
+	if res.timedOut || res.interrupted || res.limited {
 		res.exitCode = -1
 		return res
 	}
