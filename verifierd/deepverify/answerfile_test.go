@@ -146,3 +146,31 @@ func TestPromptAnswer(t *testing.T) {
 		t.Errorf("judge prompt of an inline answer:\n%s", p)
 	}
 }
+
+// TestEditEvidenceIsNotAShellCommand: the evidence of an agent's edit is
+// shown to the auditor as a file operation, not as a "$ command".
+func TestEditEvidenceIsNotAShellCommand(t *testing.T) {
+	h := newHarness(t, 1)
+	h.standard(1, 4)
+	edit := &catalog.EditArgs{Op: catalog.EditCreate, Path: "/work/output/report.md", FileText: "# Report"}
+	h.publish(catalog.ToolRequested{RequestID: "req-s0004", Requester: catalog.RequesterAgent, Tool: catalog.ToolEdit,
+		Command: "edit create /work/output/report.md", Edit: edit, Step: 4})
+	h.publish(catalog.EvidenceRecorded{EvidenceID: "ev_0003", RequestID: "req-s0004", Step: 4, Command: "edit create /work/output/report.md",
+		Excerpt: "Created /work/output/report.md (1 line)."})
+	h.runToolAnswerer()
+	h.runAuditor()
+	h.request(1, goodAnswer, "ev_0001", "ev_0002")
+	h.wait("feedback", feedbackFor(1))
+	var prompt string
+	for _, r := range h.srv.Requests() {
+		if u := r.LastUserMessage(); strings.HasPrefix(u, "AUDIT-DECOMPOSE") {
+			prompt = u
+		}
+	}
+	for _, want := range []string{"- ev_0003 (step 4, exit 0) [file tool] edit create /work/output/report.md",
+		"- ev_0001 (step 1, exit 0) $ curl -sL " + urlPy} {
+		if !strings.Contains(prompt, want) {
+			t.Errorf("decomposition prompt lacks %q:\n%s", want, prompt)
+		}
+	}
+}

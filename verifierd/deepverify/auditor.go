@@ -238,7 +238,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		req.Scope, req.Purpose = string(catalog.ScopeVerifier), "decompose"
 		req.CallID = fmt.Sprintf("call-audit-r%d-decompose", r.Round)
 		prompt := RenderDecompose(DecomposeInput{Round: r.Round, Task: st.Room.Task, Answer: shown, File: file,
-			CandidateStep: r.Req.CandidateStep, Notes: st.Room.Notes, Evidence: st.Room.Evidence})
+			CandidateStep: r.Req.CandidateStep, Notes: st.Room.Notes, Evidence: st.Room.Evidence, Edits: st.Room.Edits})
 		var d Decomposition
 		_, perr := a.ask(ctx, model, req, prompt, decompositionSchema, func(s string) error {
 			var err error

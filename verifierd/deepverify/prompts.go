@@ -61,6 +61,9 @@ type DecomposeInput struct {
 	CandidateStep int
 	Notes         string
 	Evidence      []catalog.EvidenceRecorded
+	// Edits holds the request ids of evidence from the file tool (edit),
+	// shown as file operations rather than shell commands.
+	Edits map[string]bool
 }
 
 // CheckCall is one command a check ran, with its output as the check's
