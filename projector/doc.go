@@ -29,8 +29,12 @@
 //	container_events.log vera.container.event: "<time> <action> <container>
 //	                     k=v ..." with attributes sorted by key.
 //	session.log          vera.task.submitted, vera.run.started,
-//	                     vera.run.cancelled, vera.run.finished:
-//	                     "<event time> <type> k=v ...".
+//	                     vera.run.cancelled, vera.run.finished (with
+//	                     answer_file and answer_sha256 when the answer was
+//	                     a file), vera.tool.session (a shell session
+//	                     started or restarted: action, container, session,
+//	                     reason, and lost joined with "; " when it lost
+//	                     something): "<event time> <type> k=v ...".
 //
 // In the .log files a value with spaces, quotes or control characters is
 // written Go-quoted, so every record is exactly one line. A ledger event whose
@@ -89,6 +93,12 @@
 //	vera_model_tool_calls_total{scope}   native tool calls in vera.model.responded
 //	vera_model_dropped_features_total{feature} successful replies obtained
 //	                                     without a refused feature (dropped)
+//	vera_tool_sessions_total{action}     vera.tool.session, by action (started,
+//	                                     restarted)
+//	vera_tool_edits_total{op,outcome}    vera.tool.finished of an edit request,
+//	                                     by op and outcome: changed, unchanged,
+//	                                     refused (exit 1), denied, failed (timed
+//	                                     out, interrupted, sandboxd error)
 //	vera_events_total{type}              events folded, by type
 //	vera_events_malformed_total          messages that are not events, or whose
 //	                                     data does not decode for a metric

@@ -44,6 +44,19 @@ const (
 	MetricModelReasoningTokens = "vera_model_reasoning_tokens_total"
 	MetricModelToolCalls       = "vera_model_tool_calls_total"
 	MetricModelDropped         = "vera_model_dropped_features_total"
+
+	// VERA's sandbox metrics.
+	MetricToolSessions = "vera_tool_sessions_total"
+	MetricToolEdits    = "vera_tool_edits_total"
+)
+
+// Outcomes of an edit (label outcome of vera_tool_edits_total).
+const (
+	EditChanged   = "changed"   // ran and changed the file
+	EditUnchanged = "unchanged" // ran and left the file as it was (view, a no-op edit)
+	EditRefused   = "refused"   // ran to exit code 1: the edit was refused (old_str not found...)
+	EditDenied    = "denied"    // not run: a deny rule matched
+	EditFailed    = "failed"    // did not run to an exit: timed out, interrupted, sandboxd error
 )
 
 // Metrics folds events into VERA's Prometheus metrics. The zero value is
@@ -68,9 +81,13 @@ type Metrics struct {
 	// counts once; a run's set is dropped at its vera.run.finished to
 	// bound memory.
 	seen map[string]map[string]struct{}
+	// editOps holds, per run, the op of each edit request not finished
+	// yet (vera.tool.finished carries no tool name); dropped with seen.
+	editOps map[string]map[string]string
 
 	scores, modelTokens, eventsTotal                           *prometheus.CounterVec
-	reasoningTokens, toolCalls, dropped                        *prometheus.CounterVec
+	reasoningTokens, toolCalls, dropped, sessions              *prometheus.CounterVec
+	edits                                                      *prometheus.CounterVec
 	lastScore                                                  prometheus.Gauge
 	duration                                                   prometheus.Histogram
 	instrChars                                                 prometheus.Summary
@@ -109,7 +126,8 @@ func newGaugeVec(r *prometheus.Registry, name, help, label string) *prometheus.G
 
 // NewMetrics returns metrics with every spec metric present at zero.
 func NewMetrics(b *bus.Bus, logger *slog.Logger) *Metrics {
-	m := &Metrics{Bus: b, Logger: logger, events: prometheus.NewRegistry(), health: prometheus.NewRegistry(), seen: map[string]map[string]struct{}{}, policyByType: map[string]prometheus.Counter{}}
+	m := &Metrics{Bus: b, Logger: logger, events: prometheus.NewRegistry(), health: prometheus.NewRegistry(), seen: map[string]map[string]struct{}{},
+		editOps: map[string]map[string]string{}, policyByType: map[string]prometheus.Counter{}}
 	r := m.events
 	m.scores = newCounterVec(r, MetricVerifierScores, "Auditor rounds by final score (vera.audit.judged).", "score")
 	for s := 1; s <= 4; s++ {
@@ -136,6 +154,19 @@ func NewMetrics(b *bus.Bus, logger *slog.Logger) *Metrics {
 	m.dropped = newCounterVec(r, MetricModelDropped, "Model calls sent again without a feature the server refused (vera.model.responded dropped), by feature.", "feature")
 	for _, f := range []string{"tools", "response_format"} {
 		m.dropped.WithLabelValues(f)
+	}
+	m.sessions = newCounterVec(r, MetricToolSessions, "Shell sessions sandboxd started in a container (action started) or started again after one ended (action restarted) (vera.tool.session).", "action")
+	for _, a := range []string{"started", "restarted"} {
+		m.sessions.WithLabelValues(a)
+	}
+	m.edits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricToolEdits,
+		Help: "Edits of the file tool by op and outcome: changed, unchanged, refused (exit 1), denied, failed (timed out, interrupted, sandboxd error) (vera.tool.finished of an edit request)."},
+		[]string{"op", "outcome"})
+	r.MustRegister(m.edits)
+	for _, op := range []catalog.EditOp{catalog.EditView, catalog.EditCreate, catalog.EditStrReplace, catalog.EditInsert, catalog.EditUndo} {
+		for _, o := range []string{EditChanged, EditUnchanged, EditRefused, EditDenied, EditFailed} {
+			m.edits.WithLabelValues(string(op), o)
+		}
 	}
 	// No objectives: only _sum and _count, which are a pure fold (quantiles
 	// would depend on wall-clock age windows).
@@ -196,6 +227,7 @@ func (m *Metrics) Observe(ev bus.Event) {
 	ids[ev.ID] = struct{}{}
 	if ev.Type == catalog.TypeRunFinished {
 		delete(m.seen, ev.RunID)
+		delete(m.editOps, ev.RunID)
 	}
 	m.eventsTotal.WithLabelValues(ev.Type).Inc()
 	bad := func(err error) {
@@ -265,11 +297,66 @@ func (m *Metrics) Observe(ev bus.Event) {
 		if d.FinishReason == "length" {
 			m.length.Inc()
 		}
+	case catalog.TypeToolSession:
+		var d catalog.ToolSession
+		if err := ev.DecodeData(&d); err != nil {
+			bad(err)
+			return
+		}
+		m.sessions.WithLabelValues(d.Action).Inc()
+	case catalog.TypeToolRequested:
+		var d catalog.ToolRequested
+		if err := ev.DecodeData(&d); err != nil {
+			bad(err)
+			return
+		}
+		if d.Tool == catalog.ToolEdit {
+			ops := m.editOps[ev.RunID]
+			if ops == nil {
+				ops = map[string]string{}
+				m.editOps[ev.RunID] = ops
+			}
+			op := "unknown"
+			if d.Edit != nil && d.Edit.Op != "" {
+				op = string(d.Edit.Op)
+			}
+			ops[d.RequestID] = op
+		}
+	case catalog.TypeToolFinished:
+		var d catalog.ToolFinished
+		if err := ev.DecodeData(&d); err != nil {
+			bad(err)
+			return
+		}
+		op, requested := m.editOps[ev.RunID][d.RequestID]
+		if !requested && d.Edit == nil {
+			return // a shell command
+		}
+		delete(m.editOps[ev.RunID], d.RequestID)
+		if d.Edit != nil && d.Edit.Op != "" {
+			op = string(d.Edit.Op)
+		}
+		m.edits.WithLabelValues(op, editOutcome(d)).Inc()
 	default:
 		if f := m.policyByType[ev.Type]; f != nil {
 			f.Inc()
 		}
 	}
+}
+
+// editOutcome classifies the result of an edit request.
+func editOutcome(d catalog.ToolFinished) string {
+	switch {
+	case d.Denied:
+		return EditDenied
+	case d.TimedOut, d.Interrupted, d.Error != "":
+		return EditFailed
+	case d.ExitCode != 0:
+		return EditRefused
+	case d.Edit != nil && d.Edit.Changed:
+		return EditChanged
+	}
+	return EditUnchanged
 }
 
 // ObserveMalformed counts a stored message that is not a valid event.

@@ -135,7 +135,7 @@ func appendEventErr(buf []byte, ev *bus.Event, raw []byte, emit func(string, []b
 		}
 		buf = append(buf, '\n')
 		emit(FileContainerEvents, buf)
-	case catalog.TypeTaskSubmitted, catalog.TypeRunStarted, catalog.TypeRunCancelled, catalog.TypeRunFinished:
+	case catalog.TypeTaskSubmitted, catalog.TypeRunStarted, catalog.TypeRunCancelled, catalog.TypeRunFinished, catalog.TypeToolSession:
 		b, err := appendSession(buf[:0], ev)
 		buf = b
 		if err != nil {
@@ -275,8 +275,24 @@ func appendSession(buf []byte, ev *bus.Event) ([]byte, error) {
 			buf = appendKV(buf, "best_round", strconv.Itoa(d.BestAuditRound))
 		}
 		buf = appendKV(buf, "tokens", strconv.FormatInt(d.Usage.Total, 10))
+		if d.AnswerFile != "" {
+			buf = appendKV(buf, "answer_file", d.AnswerFile)
+			buf = appendKV(buf, "answer_sha256", d.AnswerSHA256)
+		}
 		if d.Reason != "" {
 			buf = appendKV(buf, "reason", d.Reason)
+		}
+	case catalog.TypeToolSession:
+		var d catalog.ToolSession
+		if err := ev.DecodeData(&d); err != nil {
+			return buf, err
+		}
+		buf = appendKV(buf, "action", d.Action)
+		buf = appendKV(buf, "container", d.Container)
+		buf = appendKV(buf, "session", d.SessionID)
+		buf = appendKV(buf, "reason", d.Reason)
+		if len(d.Lost) > 0 {
+			buf = appendKV(buf, "lost", strings.Join(d.Lost, "; "))
 		}
 	default:
 		return buf, fmt.Errorf("not a session event: %s", ev.Type)

@@ -40,6 +40,9 @@ type runFlags struct {
 	maxSteps            int
 	noNetwork           bool
 	toolTimeout         time.Duration
+	session             string
+	workLimitMB         int64
+	scratchLimitMB      int64
 	auditor             bool
 	auditorRounds       int
 	auditorModel        catalog.ModelConfig
@@ -69,6 +72,9 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxSteps, "max-steps", envInt("MAX_STEPS", 80), "step budget of the agent; 0 = unlimited (env MAX_STEPS)")
 	fl.BoolVar(&f.noNetwork, "no-network", false, "cut the sandbox off the network (by default it can reach the web with curl/wget)")
 	fl.DurationVar(&f.toolTimeout, "command-timeout", 0, "timeout of one shell command of the agent (default 15m)")
+	fl.StringVar(&f.session, "session", string(catalog.SessionPersistent), "how the sandbox runs shell commands: persistent (one shell session per container: functions, aliases, variables and shell options carry over from command to command) or exec (a Docker exec per command: only cd and export carry over)")
+	fl.Int64Var(&f.workLimitMB, "work-limit-mb", 0, "limit on the size of /work in MiB; 0 = sandboxd's default")
+	fl.Int64Var(&f.scratchLimitMB, "scratch-limit-mb", 0, "limit in MiB on what the sandbox writes outside /work (/tmp, /var/tmp and the container's own layer); 0 = sandboxd's default")
 	fl.BoolVar(&f.auditor, "auditor", false, "audit candidate answers with the DeepVerifier auditor before the run may finish RESOLVED")
 	fl.IntVar(&f.auditorRounds, "auditor-rounds", 0, "audit rounds allowed (default 3)")
 	fl.StringVar(&f.auditorModel.BaseURL, "auditor-model-base-url", "", "the auditor's model server (default: the agent's)")
@@ -131,6 +137,10 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return catalog.RunConfig{}, fmt.Errorf("create the work dir: %w", err)
 	}
+	sandbox, err := f.sandboxConfig()
+	if err != nil {
+		return catalog.RunConfig{}, err
+	}
 	model := f.model
 	if err := f.modelSettings.apply(&model); err != nil {
 		return catalog.RunConfig{}, err
@@ -140,7 +150,7 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 		WorkDir:  work,
 		Model:    model,
 		MaxSteps: f.maxSteps,
-		Sandbox:  catalog.SandboxConfig{Network: !f.noNetwork, ToolTimeoutMS: f.toolTimeout.Milliseconds()},
+		Sandbox:  sandbox,
 		Policy: catalog.PolicyConfig{NotesInterval: f.notesInterval, StagnationLimit: f.stagnationLimit,
 			FailureEscalationLimit: f.failureEscalation},
 	}
@@ -185,6 +195,29 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 	return cfg, nil
 }
 
+// sandboxConfig checks the sandbox flags of the run and returns its
+// sandbox settings.
+func (f *runFlags) sandboxConfig() (catalog.SandboxConfig, error) {
+	mode := catalog.SessionMode(strings.ToLower(strings.TrimSpace(f.session)))
+	if mode == "" {
+		mode = catalog.SessionPersistent
+	}
+	if !mode.Valid() {
+		return catalog.SandboxConfig{}, fmt.Errorf("--session must be persistent or exec, got %q", f.session)
+	}
+	if f.workLimitMB < 0 {
+		return catalog.SandboxConfig{}, fmt.Errorf("--work-limit-mb must be 0 (sandboxd's default) or more, got %d", f.workLimitMB)
+	}
+	if f.scratchLimitMB < 0 {
+		return catalog.SandboxConfig{}, fmt.Errorf("--scratch-limit-mb must be 0 (sandboxd's default) or more, got %d", f.scratchLimitMB)
+	}
+	if f.toolTimeout < 0 {
+		return catalog.SandboxConfig{}, fmt.Errorf("--command-timeout must not be negative, got %s", f.toolTimeout)
+	}
+	return catalog.SandboxConfig{Network: !f.noNetwork, ToolTimeoutMS: f.toolTimeout.Milliseconds(), Session: mode,
+		WorkLimitMB: f.workLimitMB, ScratchLimitMB: f.scratchLimitMB}, nil
+}
+
 func newRunCmd(g *globals) *cobra.Command {
 	var f runFlags
 	var sf sandboxFlags
@@ -204,6 +237,15 @@ the projector that writes the run's files into --work-dir). With --nats-url
 it only submits and follows: the components must already run on that bus
 (vera up, or vera agent + vera sandboxd + ...), and must see --work-dir at
 the same path.
+
+The agent works in a Docker sandbox with two tools: shell (bash commands)
+and edit (view, create, str_replace, insert and undo on files under /work),
+and may submit its answer as a file under /work/output/. --session picks how
+shell commands run: persistent (the default; one shell session per
+container, so functions, aliases, variables and shell options carry over
+from one command to the next) or exec (a fresh Docker exec per command; only
+cd and export carry over). --work-limit-mb and --scratch-limit-mb bound the
+disk the sandbox may fill in /work and outside it (0 = sandboxd's defaults).
 
 The model is any OpenAI-compatible server (LM Studio, llama.cpp, vLLM,
 Ollama, a hosted API). The API key, if one is needed, is read from the

@@ -32,10 +32,13 @@ type runPrinter struct {
 	// line.
 	showReasoning bool
 
-	mu       sync.Mutex
-	step     int
-	tools    int
-	running  string // the command in flight
+	mu      sync.Mutex
+	step    int
+	tools   int
+	running string // the command in flight
+	// edits are the agent's edit requests in flight, by request id (a
+	// refused edit's result may carry no edit result).
+	edits    map[string]bool
 	evidence int
 	tokens   int64
 	calls    int
@@ -220,6 +223,10 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 			p.line("  $ %s", oneLine(d.Command, 200))
 		case d.ActionTool == catalog.ActionNotesAppend:
 			p.line("  notes += %s", oneLine(d.NotesText, 160))
+		case d.ActionTool == catalog.ActionEdit:
+			p.line("  %s", editLine(d.Edit, d.Command))
+		case d.ActionTool == catalog.ActionSubmit && d.AnswerFile != "":
+			p.line("  submits the file %s (%s)%s", d.AnswerFile, shortDigest(d.AnswerSHA256), answerHead(d.Answer))
 		case d.ActionTool == catalog.ActionSubmit:
 			p.line("  submits: %s", oneLine(d.Answer, 200))
 		}
@@ -232,6 +239,12 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 	case *catalog.ToolRequested:
 		if d.Requester == catalog.RequesterAgent {
 			p.running = d.Command
+			if d.Tool == catalog.ToolEdit {
+				if p.edits == nil {
+					p.edits = map[string]bool{}
+				}
+				p.edits[d.RequestID] = true
+			}
 		}
 	case *catalog.ToolFinished:
 		if d.Requester != catalog.RequesterAgent {
@@ -249,7 +262,14 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 		case d.Interrupted:
 			what = "interrupted"
 		}
+		if d.Edit != nil || p.edits[d.RequestID] {
+			delete(p.edits, d.RequestID)
+			p.line("  → %s", editResultLine(d, what))
+			return
+		}
 		p.line("  → %s in %s, %d bytes out", what, time.Duration(d.DurationMS)*time.Millisecond, d.Stdout.Bytes+d.Stderr.Bytes)
+	case *catalog.ToolSession:
+		p.line("  %s", sessionLine(d))
 	case *catalog.EvidenceRecorded:
 		p.evidence++
 		p.line("  evidence %s: %s", d.EvidenceID, oneLine(d.Excerpt, 120))
@@ -306,7 +326,10 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 			outcome += "(" + d.Reason + ")"
 		}
 		p.line("\n%s after %d steps, %s, %d tokens", outcome, d.Steps, (time.Duration(d.DurationMS) * time.Millisecond).Truncate(time.Millisecond), d.Usage.Total)
-		if answer != "" {
+		switch {
+		case d.AnswerFile != "":
+			p.line("answer (the file %s, %s):\n%s", d.AnswerFile, shortDigest(d.AnswerSHA256), strings.TrimSpace(answer))
+		case answer != "":
 			p.line("answer:\n%s", strings.TrimSpace(answer))
 		}
 	}
@@ -343,4 +366,120 @@ func (p *runPrinter) printReasoning(r string) {
 	} else {
 		p.line("  reasoning: %s", first)
 	}
+}
+
+// editLine shows an edit step: its op and path, and for an insert the
+// line it goes after ("edit insert /work/a.py after line 12"); summary
+// (the step's command) stands in when the step carries no edit.
+func editLine(e *catalog.EditArgs, summary string) string {
+	if e == nil {
+		if summary = oneLine(summary, 200); summary == "" {
+			return "edit (no operation)"
+		}
+		if !strings.HasPrefix(summary, "edit ") {
+			summary = "edit " + summary
+		}
+		return summary
+	}
+	s := "edit " + string(e.Op) + " " + e.Path
+	switch e.Op {
+	case catalog.EditView:
+		if len(e.ViewRange) == 2 {
+			last := fmt.Sprint(e.ViewRange[1])
+			if e.ViewRange[1] < 0 {
+				last = "end"
+			}
+			s += fmt.Sprintf(" lines %d-%s", e.ViewRange[0], last)
+		}
+	case catalog.EditInsert:
+		s += fmt.Sprintf(" after line %d", e.InsertLine)
+	}
+	return s
+}
+
+// editResultLine shows what an edit did: "str_replace /work/a.py: +3/-1
+// lines", "unchanged", or why it did not run or was refused. what is the
+// generic outcome (exit N, denied, timed out, interrupted).
+func editResultLine(d *catalog.ToolFinished, what string) string {
+	name := "edit"
+	if d.Edit != nil {
+		name = string(d.Edit.Op) + " " + d.Edit.Path
+	}
+	switch {
+	case d.Denied || d.TimedOut || d.Interrupted:
+		return name + ": " + what
+	case d.Error != "":
+		return name + ": sandbox error: " + oneLine(d.Error, 160)
+	case d.ExitCode != 0:
+		why := oneLine(outputText(d.Stderr), 160)
+		if why == "" {
+			why = what
+		}
+		return name + ": refused: " + why
+	case d.Edit == nil:
+		return name + ": done"
+	case d.Edit.Changed:
+		add, del := diffStat(d.Edit.Diff)
+		s := fmt.Sprintf("%s: +%d/-%d lines", name, add, del)
+		if d.Edit.DiffTruncated {
+			s += " (diff cut: counts are partial)"
+		}
+		return s
+	case d.Edit.Op == catalog.EditView:
+		return fmt.Sprintf("%s: %d bytes shown", name, d.Stdout.Bytes)
+	}
+	return name + ": unchanged"
+}
+
+// outputText is an output's text as far as it is inline.
+func outputText(o catalog.Output) string {
+	if o.Encoding != "" {
+		return ""
+	}
+	return o.Head
+}
+
+// diffStat counts the added and removed lines of a unified diff (not its
+// ---/+++ file headers).
+func diffStat(diff string) (add, del int) {
+	for line := range strings.SplitSeq(diff, "\n") {
+		switch {
+		case strings.HasPrefix(line, "+++ "), strings.HasPrefix(line, "--- "):
+		case strings.HasPrefix(line, "+"):
+			add++
+		case strings.HasPrefix(line, "-"):
+			del++
+		}
+	}
+	return add, del
+}
+
+// sessionLine shows a vera.tool.session event: "shell session restarted
+// in vera-x: reason; lost: a; b".
+func sessionLine(d *catalog.ToolSession) string {
+	s := fmt.Sprintf("shell session %s in %s: %s", d.Action, d.Container, oneLine(d.Reason, 160))
+	if len(d.Lost) > 0 {
+		s += "; lost: " + oneLine(strings.Join(d.Lost, "; "), 200)
+	}
+	return s
+}
+
+// shortDigest shows a sha256 digest by its first 12 hex digits.
+func shortDigest(sha string) string {
+	if sha == "" {
+		return "no digest"
+	}
+	if len(sha) > 12 {
+		sha = sha[:12] + "…"
+	}
+	return "sha256 " + sha
+}
+
+// answerHead is the start of an answer file's content, when inline, for
+// the step's line.
+func answerHead(answer string) string {
+	if strings.TrimSpace(answer) == "" {
+		return ""
+	}
+	return ": " + oneLine(answer, 120)
 }

@@ -593,8 +593,16 @@ func (p *Projection) toolRequested(ev bus.Event) {
 	if d.Step > 0 {
 		attrs = append(attrs, attribute.Int("vera.step", d.Step))
 	}
+	if d.Edit != nil {
+		attrs = append(attrs, attribute.String("vera.edit.op", string(d.Edit.Op)), attribute.String("vera.edit.path", d.Edit.Path))
+	}
 	if p.opts.Content {
-		args, _ := json.Marshal(map[string]string{"command": d.Command, "cwd": d.Cwd})
+		var args []byte
+		if d.Edit != nil {
+			args, _ = json.Marshal(d.Edit)
+		} else {
+			args, _ = json.Marshal(map[string]string{"command": d.Command, "cwd": d.Cwd})
+		}
 		attrs = append(attrs, semconv.GenAIToolCallArgumentsKey.String(string(args)))
 	}
 	s := p.open(key, ev, parent, "execute_tool "+string(d.Tool), trace.SpanKindInternal, attrs...)
@@ -629,6 +637,18 @@ func (p *Projection) toolFinished(ev bus.Event) {
 		attribute.Int64("vera.tool.stdout_bytes", d.Stdout.Bytes),
 		attribute.Int64("vera.tool.stderr_bytes", d.Stderr.Bytes),
 	)
+	if d.Session != "" {
+		s.Attrs = append(s.Attrs, attribute.String("vera.tool.session", string(d.Session)))
+	}
+	if d.Edit != nil {
+		s.Attrs = append(s.Attrs, attribute.Bool("vera.edit.changed", d.Edit.Changed))
+		if d.Edit.DiffTruncated {
+			s.Attrs = append(s.Attrs, attribute.Bool("vera.edit.diff_truncated", true))
+		}
+		if p.opts.Content && d.Edit.Diff != "" {
+			s.Attrs = append(s.Attrs, attribute.String("vera.edit.diff", d.Edit.Diff))
+		}
+	}
 	switch {
 	case d.Denied:
 		s.Status, s.StatusMessage = codes.Error, "denied by rule "+d.DenyRule

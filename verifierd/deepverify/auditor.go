@@ -157,7 +157,8 @@ func (a *Auditor) handle(ctx context.Context, m *bus.Message) error {
 		if d.Round < 1 {
 			return bus.Permanent(fmt.Errorf("audit.requested: round %d, want >= 1", d.Round))
 		}
-		if d.Answer == "" && d.AnswerBlob == nil {
+		if d.Answer == "" && d.AnswerBlob == nil && d.AnswerFile == "" {
+			// An answer file may be empty; an inline answer may not.
 			return bus.Permanent(errors.New("audit.requested: no answer"))
 		}
 	default:
@@ -217,6 +218,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 	if err != nil {
 		return err
 	}
+	shown, file := PromptAnswer(r.Req, answer)
 	maxRounds, stopScore, mc, _ := st.auditorSettings()
 	model, err := a.cfg.Models(st.RunID, mc)
 	if err != nil {
@@ -235,8 +237,8 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		req := base
 		req.Scope, req.Purpose = string(catalog.ScopeVerifier), "decompose"
 		req.CallID = fmt.Sprintf("call-audit-r%d-decompose", r.Round)
-		prompt := RenderDecompose(DecomposeInput{Round: r.Round, Task: st.Room.Task, Answer: answer,
-			CandidateStep: r.Req.CandidateStep, Notes: st.Room.Notes, Evidence: st.Room.Evidence})
+		prompt := RenderDecompose(DecomposeInput{Round: r.Round, Task: st.Room.Task, Answer: shown, File: file,
+			CandidateStep: r.Req.CandidateStep, Notes: st.Room.Notes, Evidence: st.Room.Evidence, Edits: st.Room.Edits})
 		var d Decomposition
 		_, perr := a.ask(ctx, model, req, prompt, decompositionSchema, func(s string) error {
 			var err error
@@ -275,7 +277,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = a.advanceCheck(ctx, st, r, c, answer, model, base)
+			errs[i] = a.advanceCheck(ctx, st, r, c, shown, file, model, base)
 		}()
 	}
 	wg.Wait()
@@ -297,7 +299,7 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 		for i, c := range r.Checks {
 			checks[i] = *c.Result
 		}
-		prompt := RenderJudge(JudgeInput{Round: r.Round, Task: st.Room.Task, Answer: answer,
+		prompt := RenderJudge(JudgeInput{Round: r.Round, Task: st.Room.Task, Answer: shown, File: file,
 			Summary: r.Decomposed.Summary, LikelyErrors: r.Decomposed.LikelyErrors, Checks: checks})
 		var j Judgement
 		usage, perr := a.ask(ctx, model, req, prompt, judgementSchema, func(s string) error {
@@ -367,7 +369,7 @@ func FeedbackMessage(j catalog.AuditJudged, fb catalog.AuditFeedback, maxRounds 
 	return strings.TrimSpace(b.String())
 }
 
-func (a *Auditor) advanceCheck(ctx context.Context, st *runState, r *roundState, c *checkState, answer string, model llm.Completer, base llm.Request) error {
+func (a *Auditor) advanceCheck(ctx context.Context, st *runState, r *roundState, c *checkState, shown string, file AnswerFile, model llm.Completer, base llm.Request) error {
 	if c.Started == nil {
 		ev, err := a.publish(ctx, st.RunID, catalog.AuditCheckStarted{Round: r.Round, CheckID: c.Plan.CheckID, Question: c.Plan.Question},
 			r.Request, "check_started:"+c.Plan.CheckID)
@@ -384,14 +386,20 @@ func (a *Auditor) advanceCheck(ctx context.Context, st *runState, r *roundState,
 	req := base
 	req.Scope, req.Purpose, req.CheckID = string(catalog.ScopeVerifier), "check", c.Plan.CheckID
 	req.CallID = fmt.Sprintf("call-audit-%s-s%d", c.Plan.CheckID, step)
-	in := CheckInput{CheckID: c.Plan.CheckID, Step: step, MaxSteps: a.cfg.MaxCheckSteps + 1, Task: st.Room.Task, Answer: answer,
+	in := CheckInput{CheckID: c.Plan.CheckID, Step: step, MaxSteps: a.cfg.MaxCheckSteps + 1, Task: st.Room.Task, Answer: shown, File: file,
 		Question: c.Plan.Question, Source: c.Plan.Source, MustDecide: mustDecide}
-	cwd, env := "", map[string]string{}
+	// The check's commands share their shell: each starts from the cwd,
+	// exports and (in a persistent session) shell state its predecessors
+	// left. A command that reports no shell state keeps the previous one.
+	cwd, env, shellState := "", map[string]string{}, ""
 	for _, tc := range c.Calls {
 		in.Calls = append(in.Calls, CheckCall{Command: tc.Req.Command, ExitCode: tc.Finished.ExitCode, Output: toolOutput(tc.Finished)})
 		cwd = tc.Finished.CwdAfter
 		for k, v := range tc.Finished.Exports {
 			env[k] = v
+		}
+		if tc.Finished.ShellStateAfter != "" {
+			shellState = tc.Finished.ShellStateAfter
 		}
 	}
 	var s CheckStep
@@ -414,7 +422,7 @@ func (a *Auditor) advanceCheck(ctx context.Context, st *runState, r *roundState,
 			env = nil
 		}
 		tr := catalog.ToolRequested{RequestID: RequestID(r.Round, c.Index, step), Requester: catalog.RequesterAuditor,
-			Tool: catalog.ToolShell, Command: s.Command, Cwd: cwd, Env: env, TimeoutMS: a.cfg.ToolTimeout.Milliseconds(),
+			Tool: catalog.ToolShell, Command: s.Command, Cwd: cwd, Env: env, ShellState: shellState, TimeoutMS: a.cfg.ToolTimeout.Milliseconds(),
 			Step: r.Req.CandidateStep, Round: r.Round, CheckID: c.Plan.CheckID}
 		_, err := a.publish(ctx, st.RunID, tr, r.Request, "tool:"+tr.RequestID)
 		return err

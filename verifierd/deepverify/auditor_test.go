@@ -113,8 +113,9 @@ type harness struct {
 	auditorModel *catalog.ModelConfig
 
 	mu      sync.Mutex
-	outputs map[string]string        // command → stdout
-	gates   map[string]chan struct{} // command → closed when it may finish
+	outputs map[string]string                        // command → stdout
+	gates   map[string]chan struct{}                 // command → closed when it may finish
+	shapes  map[string]func(f *catalog.ToolFinished) // command → changes to its result (shell state...)
 }
 
 const (
@@ -127,7 +128,8 @@ func newHarness(t testing.TB, maxRounds int) *harness {
 	sc := &scenario{decompose: map[int]string{}, checks: map[string][]string{}, judge: map[int]string{}}
 	srv := scriptedmodel.Start(t, scriptedmodel.WithRules(scriptedmodel.Rule{Name: "auditor", Func: sc.reply}))
 	h := &harness{t: t, b: b, natsURL: ns.ClientURL(), srv: srv, sc: sc, events: &bus.Factory{Source: "test"},
-		outputs: map[string]string{}, gates: map[string]chan struct{}{}}
+		outputs: map[string]string{}, gates: map[string]chan struct{}{},
+		shapes: map[string]func(*catalog.ToolFinished){}}
 	h.newRun("run-audit", maxRounds, "/tmp/w")
 	return h
 }
@@ -239,12 +241,16 @@ func (h *harness) runToolAnswerer() {
 				h.mu.Lock()
 				out, ok := h.outputs[d.Command]
 				gate := h.gates[d.Command]
+				shape := h.shapes[d.Command]
 				h.mu.Unlock()
 				fin := catalog.ToolFinished{RequestID: d.RequestID, Requester: d.Requester, ExitCode: 0, DurationMS: 5,
 					Stdout: catalog.Output{Head: out, Bytes: int64(len(out))}, CwdAfter: "/work"}
 				if !ok {
 					fin.ExitCode = 127
 					fin.Stderr = catalog.Output{Head: "command not found", Bytes: 17}
+				}
+				if shape != nil {
+					shape(&fin)
 				}
 				ev, err := h.events.New(m.Event.RunID, fin, bus.ReactionTo(m.Event, "finished"))
 				if err != nil {

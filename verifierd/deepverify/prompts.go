@@ -5,6 +5,7 @@ import (
 	"embed"
 	"strings"
 	"text/template"
+	"unicode/utf8"
 
 	"github.com/vera-run/vera/bus/catalog"
 )
@@ -19,14 +20,50 @@ var prompts = template.Must(template.New("").Funcs(template.FuncMap{
 // SystemPrompt is the Auditor persona's system prompt.
 func SystemPrompt() string { return mustRender("system.tmpl", nil) }
 
+// MaxFileAnswerBytes caps how much of an answer submitted as a file the
+// prompts carry; the check loop can read the rest from the file.
+const MaxFileAnswerBytes = 64 << 10
+
+// AnswerFile describes a candidate answer submitted as a file; the zero
+// value is an answer given inline.
+type AnswerFile struct {
+	Path   string // the file under /work/output/
+	SHA256 string // digest of its content at submit time
+	Bytes  int    // size of the whole content
+	Shown  int    // bytes of it the prompt carries
+	Cut    bool   // the prompt carries only the first Shown bytes
+}
+
+// PromptAnswer returns the answer text the prompts carry and the file it
+// was submitted as: for an answer given inline, the text itself; for an
+// answer file, its content cut to MaxFileAnswerBytes (on a rune boundary).
+func PromptAnswer(req catalog.AuditRequested, content string) (string, AnswerFile) {
+	if req.AnswerFile == "" {
+		return content, AnswerFile{}
+	}
+	f := AnswerFile{Path: req.AnswerFile, SHA256: req.AnswerSHA256, Bytes: len(content), Shown: len(content)}
+	if len(content) > MaxFileAnswerBytes {
+		n := MaxFileAnswerBytes
+		for n > 0 && !utf8.RuneStart(content[n]) {
+			n--
+		}
+		content, f.Shown, f.Cut = content[:n], n, true
+	}
+	return content, f
+}
+
 // DecomposeInput is the data of the decomposition prompt.
 type DecomposeInput struct {
 	Round         int
 	Task          string
 	Answer        string
+	File          AnswerFile
 	CandidateStep int
 	Notes         string
 	Evidence      []catalog.EvidenceRecorded
+	// Edits holds the request ids of evidence from the file tool (edit),
+	// shown as file operations rather than shell commands.
+	Edits map[string]bool
 }
 
 // CheckCall is one command a check ran, with its output as the check's
@@ -44,6 +81,7 @@ type CheckInput struct {
 	MaxSteps   int
 	Task       string
 	Answer     string
+	File       AnswerFile
 	Question   string
 	Source     string
 	Calls      []CheckCall
@@ -55,6 +93,7 @@ type JudgeInput struct {
 	Round        int
 	Task         string
 	Answer       string
+	File         AnswerFile
 	Summary      []catalog.AuditFinding
 	LikelyErrors []catalog.LikelyError
 	Checks       []catalog.AuditCheck

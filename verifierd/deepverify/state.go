@@ -24,6 +24,10 @@ type cleanRoom struct {
 	Notes    string
 	Evidence []catalog.EvidenceRecorded
 	byID     map[string]catalog.EvidenceRecorded
+	// Edits holds the request ids of the agent's file-tool requests, whose
+	// evidence command is a summary ("edit str_replace /work/a.py"), not a
+	// shell command.
+	Edits map[string]bool
 }
 
 // toolCall is one auditor tool request and its result, if any.
@@ -64,7 +68,7 @@ type runState struct {
 // rebuild folds a run's events into its audit state. The agent's steps and
 // model I/O are not read: the clean room excludes them.
 func rebuild(runID string, events []bus.Event) (*runState, error) {
-	st := &runState{RunID: runID, Rounds: map[int]*roundState{}, Room: cleanRoom{byID: map[string]catalog.EvidenceRecorded{}}}
+	st := &runState{RunID: runID, Rounds: map[int]*roundState{}, Room: cleanRoom{byID: map[string]catalog.EvidenceRecorded{}, Edits: map[string]bool{}}}
 	var notes []string
 	requests := map[string]*toolCall{}
 	var finished []catalog.ToolFinished
@@ -132,7 +136,13 @@ func rebuild(runID string, events []bus.Event) (*runState, error) {
 			}
 		case catalog.TypeToolRequested:
 			var d catalog.ToolRequested
-			if ev.DecodeData(&d) == nil && d.Requester == catalog.RequesterAuditor {
+			if ev.DecodeData(&d) != nil {
+				continue
+			}
+			if d.Requester == catalog.RequesterAgent && d.Tool == catalog.ToolEdit {
+				st.Room.Edits[d.RequestID] = true
+			}
+			if d.Requester == catalog.RequesterAuditor {
 				if _, dup := requests[d.RequestID]; !dup {
 					requests[d.RequestID] = &toolCall{Req: d}
 				}

@@ -133,7 +133,10 @@
 // action: 0 when the step repeats it again, 1 or 2 when it leaves the
 // loop. ParseStepAction and NormalizeShellCommand (stepaction.go,
 // shell.go, on internal/shell's Canonical: the product's one shell parser)
-// give agent actions the canonical form Action.Equal compares.
+// give agent actions the canonical form Action.Equal compares. An edit
+// step (the file tool) compares by its operation (op, path and the texts
+// that op uses, verbatim), never by its command, which is only a summary
+// ("edit str_replace /work/a.py") shared by every edit of one file.
 //
 // # Files and speed
 //

@@ -509,3 +509,36 @@ func TestNewChecksAndShape(t *testing.T) {
 		t.Errorf("consumes %v produces %v", l.Consumes(), l.Produces())
 	}
 }
+
+// TestLiveEditSteps: edit steps count as actions by their file operation.
+// Distinct edits of one file (each a str_replace, each summarised "edit
+// str_replace /work/a.py") are no repetition; the same view three times
+// is, and the verdict shows the edits' summaries.
+func TestLiveEditSteps(t *testing.T) {
+	_, b := bustest.New(t)
+	publishTask(t, b, "run-edit")
+	edit := func(n int, thought string, e catalog.EditArgs) catalog.AgentStep {
+		raw, _ := json.Marshal(map[string]any{"tool": "edit", "args": e})
+		return catalog.AgentStep{Step: n, Thought: thought, Action: string(raw), ActionTool: catalog.ActionEdit, Edit: &e,
+			Command: "edit " + string(e.Op) + " " + e.Path, StatusUpdate: "UNRESOLVED(fixing)", ModelCallID: fmt.Sprintf("call-agent-s%04d", n)}
+	}
+	repl := func(n int, old, new string) catalog.AgentStep {
+		return edit(n, "Fix the parser.", catalog.EditArgs{Op: catalog.EditStrReplace, Path: "/work/a.py", OldStr: old, NewStr: new})
+	}
+	view := catalog.EditArgs{Op: catalog.EditView, Path: "/work/a.py", ViewRange: []int{1, 40}}
+	publishSteps(t, b, "run-edit", []catalog.AgentStep{
+		repl(1, "a = 1", "a = 2"), repl(2, "b = 1", "b = 2"), repl(3, "c = 1", "c = 2"), repl(4, "d = 1", "d = 2"),
+		edit(5, "Look at the file.", view), edit(6, "Look at the file.", view), edit(7, "Look at the file.", view),
+	})
+	startLive(t, b, Config{})
+	waitIdle(t, b, DefaultDurable)
+
+	got := verdicts(t, b, "run-edit")
+	if steps := stepsOf(got); !reflect.DeepEqual(steps, []int{7}) {
+		t.Fatalf("verdicts on steps %v, want [7]: %+v", steps, got)
+	}
+	v := got[0].V
+	if v.ActionEval != 0 || v.RepeatedStep != 6 || v.Action != "edit view /work/a.py" || v.RepeatedAction != "edit view /work/a.py" {
+		t.Errorf("step 7: %+v", v)
+	}
+}

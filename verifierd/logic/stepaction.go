@@ -2,6 +2,7 @@ package logic
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/vera-run/vera/bus/catalog"
@@ -10,20 +11,23 @@ import (
 // StepAction is the action of one VERA agent step (catalog.AgentStep) in
 // canonical form, ready for Action.Equal.
 type StepAction struct {
-	// Tool is the tool the action names (shell, notes_append, submit, or
-	// another name the model wrote).
+	// Tool is the tool the action names (shell, edit, notes_append,
+	// submit, or another name the model wrote).
 	Tool string
 	// Action is the canonical action: a tool call named Tool whose
 	// arguments are {"cmd": NormalizeShellCommand(command)} for shell,
-	// {"text": …} for notes_append, {"answer": …} for submit (text with
-	// runs of whitespace collapsed) and the action's own arguments, with
-	// string values whitespace-collapsed, for any other tool.
+	// the file operation for edit (op, path and the fields of that op,
+	// texts verbatim: see editAction), {"text": …} for notes_append,
+	// {"answer": …} for submit (text with runs of whitespace collapsed)
+	// and the action's own arguments, with string values
+	// whitespace-collapsed, for any other tool.
 	Action Action
 	// Canonical is Action as JSON, the form Verify reads:
 	// {"name": Tool, "arguments": {…}}.
 	Canonical json.RawMessage
 	// Display is the action as the agent wrote it, for messages: the
-	// command for shell, "tool: text" for the others.
+	// command for shell, the edit's summary for edit ("edit str_replace
+	// /work/a.py"), "tool: text" for the others.
 	Display string
 }
 
@@ -84,6 +88,12 @@ func ParseStepAction(st catalog.AgentStep) (StepAction, bool) {
 		}
 		canonArgs = map[string]any{"cmd": norm}
 		display = strings.TrimSpace(cmd)
+	case string(catalog.ActionEdit):
+		var ok bool
+		canonArgs, display, ok = editAction(st, args)
+		if !ok {
+			return StepAction{}, false
+		}
 	case string(catalog.ActionNotesAppend):
 		text := fromStep([]string{"text", "notes", "content"}, st.NotesText)
 		canonArgs = map[string]any{"text": collapseSpace(text)}
@@ -186,4 +196,85 @@ func collapseStrings(v any) any {
 	default:
 		return v
 	}
+}
+
+// editAction is the canonical form of an edit step: its operation (the
+// step's parsed edit, else the arguments of its raw action line) as
+// {"op", "path"} plus the fields that op uses, texts kept verbatim (an
+// edit that differs only in indentation is another edit). Viewing the same
+// range of a file again, or making the same replacement again, is the same
+// action; str_replace of different texts in one file is not. It returns
+// false when neither gives an operation and a path: such steps compare
+// equal to nothing.
+func editAction(st catalog.AgentStep, raw map[string]any) (map[string]any, string, bool) {
+	e := st.Edit
+	if e == nil {
+		e = editFromArgs(raw)
+	}
+	if e == nil || strings.TrimSpace(string(e.Op)) == "" || strings.TrimSpace(e.Path) == "" {
+		return nil, "", false
+	}
+	op, file := strings.TrimSpace(string(e.Op)), strings.TrimSpace(e.Path)
+	args := map[string]any{"op": op, "path": file}
+	switch catalog.EditOp(op) {
+	case catalog.EditView:
+		if len(e.ViewRange) > 0 {
+			r := make([]any, len(e.ViewRange))
+			for i, n := range e.ViewRange {
+				r[i] = n
+			}
+			args["view_range"] = r
+		}
+	case catalog.EditCreate:
+		args["file_text"] = e.FileText
+	case catalog.EditStrReplace:
+		args["old_str"], args["new_str"] = e.OldStr, e.NewStr
+	case catalog.EditInsert:
+		args["insert_line"], args["new_str"] = e.InsertLine, e.NewStr
+	case catalog.EditUndo:
+	default: // an op the catalogue does not know: keep every field
+		args["file_text"], args["old_str"], args["new_str"], args["insert_line"] = e.FileText, e.OldStr, e.NewStr, e.InsertLine
+	}
+	display := strings.TrimSpace(st.Command)
+	if !strings.HasPrefix(display, "edit ") {
+		display = "edit " + op + " " + file
+	}
+	return args, display, true
+}
+
+// editFromArgs reads an edit from the arguments of a raw action line
+// ({"tool":"edit","args":{"op":…,"path":…}}; "command" names the op in
+// the shape of Anthropic's text editor tool).
+func editFromArgs(args map[string]any) *catalog.EditArgs {
+	str := func(keys ...string) string {
+		for _, k := range keys {
+			if s, ok := args[k].(string); ok {
+				return s
+			}
+		}
+		return ""
+	}
+	num := func(v any) (int, bool) {
+		switch n := v.(type) {
+		case json.Number:
+			i, err := strconv.Atoi(n.String())
+			return i, err == nil
+		case float64:
+			return int(n), true
+		}
+		return 0, false
+	}
+	e := &catalog.EditArgs{Op: catalog.EditOp(str("op", "command")), Path: str("path", "file"),
+		FileText: str("file_text"), OldStr: str("old_str"), NewStr: str("new_str")}
+	if n, ok := num(args["insert_line"]); ok {
+		e.InsertLine = n
+	}
+	if r, ok := args["view_range"].([]any); ok {
+		for _, v := range r {
+			if n, ok := num(v); ok {
+				e.ViewRange = append(e.ViewRange, n)
+			}
+		}
+	}
+	return e
 }

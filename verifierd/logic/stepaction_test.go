@@ -135,3 +135,64 @@ func TestParseStepAction(t *testing.T) {
 		}
 	}
 }
+
+// TestParseStepActionEdit: edit steps compare by their file operation, not
+// by tool name alone, and not by the summary in their command.
+func TestParseStepActionEdit(t *testing.T) {
+	step := func(raw string, e *catalog.EditArgs) catalog.AgentStep {
+		st := catalog.AgentStep{Step: 1, Action: raw, ActionTool: catalog.ActionEdit, Edit: e}
+		if e != nil {
+			st.Command = "edit " + string(e.Op) + " " + e.Path
+		}
+		return st
+	}
+	parse := func(st catalog.AgentStep) StepAction {
+		t.Helper()
+		a, ok := ParseStepAction(st)
+		if !ok {
+			t.Fatalf("ParseStepAction(%+v) gives no action", st)
+		}
+		return a
+	}
+	view := &catalog.EditArgs{Op: catalog.EditView, Path: "/work/a.py", ViewRange: []int{1, 40}}
+	repl := &catalog.EditArgs{Op: catalog.EditStrReplace, Path: "/work/a.py", OldStr: "x = 1\n", NewStr: "x = 2\n"}
+	native := "edit" // a native tool call's action line is not the JSON of the VERA protocol
+	a := parse(step(native, view))
+	if a.Tool != "edit" || a.Display != "edit view /work/a.py" {
+		t.Errorf("view: tool %q display %q", a.Tool, a.Display)
+	}
+	same := [][2]catalog.AgentStep{
+		{step(native, view), step(`{"tool":"edit","args":{"op":"view","path":"/work/a.py","view_range":[1,40]}}`, nil)},
+		{step(native, repl), step(`{"tool":"edit","args":{"command":"str_replace","path":"/work/a.py","old_str":"x = 1\n","new_str":"x = 2\n"}}`, nil)},
+		{step(native, repl), step(native, &catalog.EditArgs{Op: catalog.EditStrReplace, Path: " /work/a.py", OldStr: "x = 1\n", NewStr: "x = 2\n", FileText: "ignored"})},
+	}
+	for _, p := range same {
+		if x, y := parse(p[0]), parse(p[1]); !x.Action.Equal(y.Action) {
+			t.Errorf("%s and %s should be the same action", x.Canonical, y.Canonical)
+		}
+	}
+	different := [][2]*catalog.EditArgs{
+		{view, {Op: catalog.EditView, Path: "/work/a.py", ViewRange: []int{41, 80}}},
+		{view, {Op: catalog.EditView, Path: "/work/b.py", ViewRange: []int{1, 40}}},
+		{repl, {Op: catalog.EditStrReplace, Path: "/work/a.py", OldStr: "y = 1\n", NewStr: "y = 2\n"}},
+		{repl, {Op: catalog.EditStrReplace, Path: "/work/a.py", OldStr: "x = 1\n", NewStr: "  x = 2\n"}}, // indentation matters
+		{{Op: catalog.EditInsert, Path: "/work/a.py", InsertLine: 3, NewStr: "z\n"}, {Op: catalog.EditInsert, Path: "/work/a.py", InsertLine: 4, NewStr: "z\n"}},
+		{{Op: catalog.EditUndo, Path: "/work/a.py"}, repl},
+	}
+	for _, d := range different {
+		if x, y := parse(step(native, d[0])), parse(step(native, d[1])); x.Action.Equal(y.Action) {
+			t.Errorf("%s and %s should be different actions", x.Canonical, y.Canonical)
+		}
+	}
+	// An edit is never the shell command its summary reads like.
+	sh := parse(catalog.AgentStep{Step: 1, ActionTool: catalog.ActionShell, Command: "edit str_replace /work/a.py"})
+	if sh.Action.Equal(parse(step(native, repl)).Action) {
+		t.Error("an edit equals the shell command of its summary")
+	}
+	// Without an operation there is nothing to compare.
+	for _, st := range []catalog.AgentStep{step(native, nil), step(`{"tool":"edit","args":{"path":"/work/a.py"}}`, nil), step(native, &catalog.EditArgs{Op: "view"})} {
+		if a, ok := ParseStepAction(st); ok {
+			t.Errorf("ParseStepAction(%+v) = %s, want no action", st, a.Canonical)
+		}
+	}
+}

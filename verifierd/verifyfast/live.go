@@ -301,6 +301,9 @@ type answer struct {
 	inline string
 	blob   *bus.BlobRef
 	cites  []string // audit.requested's evidence_ids
+	// fileSHA256 is the digest of the answer file, when the final answer
+	// was submitted as one (it names its submit step).
+	fileSHA256 string
 }
 
 // digest identifies the answer's content, inline or in a blob.
@@ -322,6 +325,9 @@ func decodeAnswer(ev bus.Event, seq uint64) (*answer, error) {
 	}
 	switch d := p.(type) {
 	case *catalog.AuditRequested:
+		if d.Answer == "" && d.AnswerBlob == nil && d.AnswerFile != "" {
+			return nil, nil // an empty answer file: no text to score
+		}
 		if d.Answer == "" && d.AnswerBlob == nil {
 			return nil, fmt.Errorf("%s %s: no answer (answer and answer_blob are both empty)", ev.Type, ev.ID)
 		}
@@ -330,7 +336,7 @@ func decodeAnswer(ev bus.Event, seq uint64) (*answer, error) {
 		if d.Answer == "" && d.AnswerBlob == nil {
 			return nil, nil
 		}
-		return &answer{ev: ev, seq: seq, final: true, inline: d.Answer, blob: d.AnswerBlob}, nil
+		return &answer{ev: ev, seq: seq, final: true, inline: d.Answer, blob: d.AnswerBlob, fileSHA256: d.AnswerSHA256}, nil
 	}
 	return nil, nil
 }

@@ -160,7 +160,8 @@ func citedIDs(a *answer, text string, rv *runView) ([]string, string) {
 
 // submitStep finds the agent step that submitted the answer: the one
 // named by the answer event's candidate step, else the last submit step
-// with this answer, else the last submit step.
+// with this answer (or, for an answer file, with its digest), else the
+// last submit step.
 func submitStep(a *answer, text string, steps []catalog.AgentStep) (catalog.AgentStep, bool) {
 	if a.step > 0 {
 		for i := len(steps) - 1; i >= 0; i-- {
@@ -174,7 +175,7 @@ func submitStep(a *answer, text string, steps []catalog.AgentStep) (catalog.Agen
 		if steps[i].ActionTool != catalog.ActionSubmit {
 			continue
 		}
-		if steps[i].Answer == text {
+		if steps[i].Answer == text && text != "" || a.fileSHA256 != "" && steps[i].AnswerSHA256 == a.fileSHA256 {
 			return steps[i], true
 		}
 		if last < 0 {

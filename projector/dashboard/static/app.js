@@ -318,19 +318,54 @@ $('cancel').addEventListener('click', async () => {
 
 // ---- events ----------------------------------------------------------------
 
+// diffStat counts the added and removed lines of a unified diff: "+N/-M".
+function diffStat(diff) {
+  let add = 0, del = 0;
+  for (const line of String(diff || '').split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    if (line.startsWith('+')) add++;
+    else if (line.startsWith('-')) del++;
+  }
+  return '+' + add + '/-' + del;
+}
+
+// editSummary is one line for an edit's result: op, path, what changed.
+function editSummary(e) {
+  let s = (e.op || '') + ' ' + (e.path || '');
+  if (e.changed) s += ' changed ' + diffStat(e.diff) + (e.diff_truncated ? ' (diff cut)' : '');
+  else if (e.op !== 'view') s += ' unchanged';
+  return s;
+}
+
+// sessionSummary is one line for vera.tool.session.
+function sessionSummary(d) {
+  return 'session ' + (d.action || '') + ': ' + (d.reason || '') + ((d.lost || []).length ? '; lost: ' + d.lost.join('; ') : '');
+}
+
+// answerFileText names an answer submitted as a file, with its digest.
+function answerFileText(d) {
+  return 'answer file ' + d.answer_file + (d.answer_sha256 ? ' (sha256 ' + String(d.answer_sha256).slice(0, 12) + '…)' : '');
+}
+
 function summary(ev) {
   const d = ev.data || {};
   switch (ev.type) {
     case 'vera.task.submitted': return short(d.task, 200);
-    case 'vera.agent.step': return 'step ' + d.step + ' ' + (d.action_tool || '') + ' ' + short(d.command || d.answer || d.notes_text || d.format_error || '', 160);
+    case 'vera.agent.step':
+      if (d.action_tool === 'edit') return 'step ' + d.step + ' ' + short(d.command || ('edit ' + ((d.edit || {}).op || '') + ' ' + ((d.edit || {}).path || '')), 160);
+      if (d.answer_file) return 'step ' + d.step + ' submit ' + answerFileText(d);
+      return 'step ' + d.step + ' ' + (d.action_tool || '') + ' ' + short(d.command || d.answer || d.notes_text || d.format_error || '', 160);
     case 'vera.tool.requested': return short(d.command, 200);
-    case 'vera.tool.finished': return 'exit ' + d.exit_code + ' ' + short((d.stdout && d.stdout.head) || (d.stderr && d.stderr.head) || d.error || '', 160);
+    case 'vera.tool.finished':
+      if (d.edit) return 'exit ' + d.exit_code + ' edit ' + editSummary(d.edit) + (d.exit_code !== 0 ? ' ' + short((d.stderr && d.stderr.head) || d.error || '', 120) : '');
+      return 'exit ' + d.exit_code + (d.session === 'exec' ? ' (exec)' : '') + ' ' + short((d.stdout && d.stdout.head) || (d.stderr && d.stderr.head) || d.error || '', 160);
+    case 'vera.tool.session': return sessionSummary(d);
     case 'vera.model.requested': return d.scope + '/' + (d.purpose || '') + ' step ' + d.step + ' ' + d.model + ' #' + d.attempt;
     case 'vera.model.responded': return d.scope + ' ' + (d.error ? 'error ' + d.error : (d.finish_reason || '') + ' ' + ((d.usage && d.usage.total) || 0) + ' tok ' + d.latency_ms + 'ms');
     case 'vera.container.log': return d.stream + ' ' + short(d.line, 200);
     case 'vera.notes.appended': return short(d.text, 200);
     case 'vera.evidence.recorded': return d.evidence_id + ' ' + short(d.command, 160);
-    case 'vera.run.finished': return d.outcome + ' ' + short(d.reason || d.answer || '', 160);
+    case 'vera.run.finished': return d.outcome + ' ' + (d.answer_file ? answerFileText(d) + ' ' : '') + short(d.reason || d.answer || '', 160);
     default: {
       const parts = [];
       for (const [k, v] of Object.entries(d)) {
@@ -354,7 +389,9 @@ function addEventRow(run, seq, ev, cls) {
     const next = tr.nextSibling;
     if (next && next.classList.contains('detail')) { next.remove(); return; }
     tr.after(el('tr', { class: 'detail' }, el('td', null), (() => {
-      const td = el('td', null, el('pre', null, JSON.stringify(ev, null, 2)));
+      const diff = ev.type === 'vera.tool.finished' && ev.data && ev.data.edit && ev.data.edit.diff;
+      const td = el('td', null, ...(diff ? [el('pre', { class: 'diff' }, diff + (ev.data.edit.diff_truncated ? '\n[diff cut]' : ''))] : []),
+        el('pre', null, JSON.stringify(ev, null, 2)));
       td.colSpan = 4;
       return td;
     })()));
@@ -389,7 +426,8 @@ function onEvent(run, ev, seq) {
     case 'vera.run.cancelled': if (run.state !== 'finished') setRunState(run, 'cancelled'); break;
     case 'vera.run.finished':
       setRunState(run, 'finished');
-      $('outcome').textContent = (d.outcome || '') + (d.reason ? ': ' + d.reason : '') + (d.answer ? ' — answer: ' + d.answer : '');
+      $('outcome').textContent = (d.outcome || '') + (d.reason ? ': ' + d.reason : '') +
+        (d.answer_file ? ' — ' + answerFileText(d) : '') + (d.answer ? ' — answer: ' + d.answer : '');
       break;
     case 'vera.agent.step': run.m.steps++; break;
     case 'vera.tool.finished': run.m.tools++; if (d.exit_code !== 0) run.m.toolFailures++; break;
@@ -398,6 +436,9 @@ function onEvent(run, ev, seq) {
     case 'vera.container.log':
       appendLog(run, fmtTime(d.time || ev.time) + ' ' + (d.stream || '') + ' ' + (d.line ?? '') + (d.truncated ? ' [truncated]' : ''));
       run.m.containerLines++;
+      break;
+    case 'vera.tool.session':
+      appendLog(run, fmtTime(ev.time) + ' [session] ' + sessionSummary(d) + (d.container ? ' (' + d.container + ')' : ''));
       break;
     case 'vera.container.event':
       appendLog(run, fmtTime(d.time || ev.time) + ' [docker] ' + (d.action || '') + ' ' + (d.container || ''));
