@@ -409,9 +409,20 @@ func TestKill9MidCommandReportsInterrupted(t *testing.T) {
 	if n := f.count(run, catalog.TypeToolStarted); n != 1 {
 		t.Fatalf("the command was started %d times", n)
 	}
+	// The next command works, in a new session that says it replaced the
+	// dead daemon's.
+	if tf := f.exec(run, req{cmd: "echo next"}); tf.ExitCode != 0 || tf.Stdout.Head != "next\n" {
+		t.Fatalf("the command after the crash: %s", summarize(tf))
+	}
+	if ss := f.sessions(run); len(ss) != 2 || ss[0].Action != "started" || ss[1].Action != "restarted" || !strings.Contains(ss[1].Reason, "sandboxd restarted") {
+		t.Fatalf("sessions: %+v", ss)
+	}
 	time.Sleep(22 * time.Second) // past the point where the leftover would have finished
 	if _, err := os.Stat(filepath.Join(f.workDir(run), "late")); err == nil {
 		t.Fatal("the interrupted command's leftover kept running and finished")
+	}
+	if tf := f.exec(run, req{cmd: "ps -eo ppid,args | grep -c '^ *0 .*[v]era-session:'"}); tf.Stdout.Head != "1\n" || len(tf.Exports) != 0 {
+		t.Fatalf("session keepers in the container (want only the new daemon's): %s", summarize(tf))
 	}
 }
 

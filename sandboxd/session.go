@@ -83,6 +83,8 @@ while IFS= read -r -u 7 __t; do
       exec </dev/null >&8 2>&9 7<&- 8>&- 9>&-
       set +p
       __vera_cmd=${__f[0]} __vera_cwd=${__f[1]} __vera_state=${__f[2]} __vera_out=$__dir/$__t.state
+      declare -A __vera_pe=()
+      for __kv in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do [[ ${!__kv@a} == *x* ]] && __vera_pe[$__kv]=${!__kv}; done
       for __kv in "${__f[@]:3}"; do export -- "$__kv" 2>/dev/null; done
       unset __f __kv __t __n __rc __dir __c
       trap '` + commandTrap + `' EXIT
@@ -108,7 +110,8 @@ done
 
 // commandTrap is the EXIT trap of a command's shell in a session: it
 // writes the state the command left to $__vera_out ("vera-state-1", the
-// cwd, the exported variables as K=V, and VERA_SHELL_STATE=<bash source>,
+// cwd, the exported variables as K=V but those the session's own
+// environment holds with the same value, and VERA_SHELL_STATE=<bash source>,
 // NUL-separated, as parseState reads) and exits with the command's
 // status. The shell state holds the variables that are neither exported
 // nor were there before the request's state was loaded (bash's own),
@@ -119,15 +122,17 @@ done
 const commandTrap = `{ __vera_rc=$? __vera_f=$-; builtin set +euxv; } 2>/dev/null
 { builtin printf "vera-state-1\0%s\0" "$PWD"
   for __vera_n in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do
-    [[ $__vera_n != __vera_* && ${!__vera_n@a} == *x* ]] && builtin printf "%s=%s\0" "$__vera_n" "${!__vera_n}"
+    [[ $__vera_n != __vera_* && ${!__vera_n@a} == *x* ]] || continue
+    [[ -n ${__vera_pe[$__vera_n]+set} && ${__vera_pe[$__vera_n]} == "${!__vera_n}" ]] && continue
+    builtin printf "%s=%s\0" "$__vera_n" "${!__vera_n}"
   done
   builtin printf "VERA_SHELL_STATE="
   for __vera_n in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do
-    [[ $__vera_n == __vera_* || $__vera_base == *" $__vera_n "* || ${!__vera_n@a} == *x* ]] || builtin declare -p "$__vera_n"
+    [[ $__vera_n == @(__vera_*|BASH*|FUNCNAME|LINENO|SECONDS|RANDOM|SRANDOM|EPOCH*|PIPESTATUS|GROUPS|DIRSTACK|COMP_*|HIST*|OLDPWD|PWD|_) || $__vera_base == *" $__vera_n "* || ${!__vera_n@a} == *x* ]] || builtin declare -p "$__vera_n"
   done
   builtin declare -f
   builtin alias -p
-  builtin shopt -p
+  builtin shopt -p ` + shoptSaved + `
   builtin printf "shopt -s expand_aliases\n"
   builtin set +o
   builtin umask -p
@@ -135,6 +140,11 @@ const commandTrap = `{ __vera_rc=$? __vera_f=$-; builtin set +euxv; } 2>/dev/nul
   builtin printf "#vera-state-end\0"
 } >| "$__vera_out" 2>/dev/null
 builtin exit "$__vera_rc"`
+
+// shoptSaved are the shopt options a session's state keeps: those a
+// command may set on purpose (not bash's compatibility levels nor the
+// read-only ones).
+const shoptSaved = "autocd cdable_vars cdspell checkhash dotglob execfail extdebug extglob extquote failglob force_fignore globasciiranges globskipdots globstar gnu_errfmt huponexit inherit_errexit lastpipe localvar_inherit localvar_unset nocaseglob nocasematch noexpand_translation nullglob patsub_replacement shift_verbose sourcepath varredir_close xpg_echo"
 
 // maxShellState bounds the shell state a command reports (it travels in an
 // environment variable, whose kernel limit is 128 KiB, and in two events).

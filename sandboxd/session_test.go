@@ -141,11 +141,11 @@ func TestSessionOutputAndStatusAreExact(t *testing.T) {
 	}
 }
 
-// TestSessionTimeoutKillsDetachedProcessesAndKeepsTheSession: a timed-out
+// TestSessionTimeoutKillsDetachedKeepsSession: a timed-out
 // command's processes go, including those it detached with setsid, nohup
 // or a double fork; a background job an earlier command started stays;
 // the session and its state go on.
-func TestSessionTimeoutKillsDetachedProcessesAndKeepsTheSession(t *testing.T) {
+func TestSessionTimeoutKillsDetachedKeepsSession(t *testing.T) {
 	f := newFixture(t, nil)
 	run := f.run("detach")
 	var sh shell
