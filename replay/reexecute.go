@@ -463,6 +463,17 @@ func compareResults(want, got catalog.ToolFinished) string {
 	if want.Stderr.Head != got.Stderr.Head || want.Stderr.Bytes != got.Stderr.Bytes {
 		diffs = append(diffs, "stderr")
 	}
+	if want.CwdAfter != got.CwdAfter {
+		diffs = append(diffs, "cwd after")
+	}
+	if want.Session == got.Session && want.ShellStateAfter != got.ShellStateAfter {
+		// The functions, aliases, variables and options the next command
+		// starts from.
+		diffs = append(diffs, "shell state after")
+	}
+	if want.Edit != nil && got.Edit != nil && want.Edit.SHA256After != got.Edit.SHA256After {
+		diffs = append(diffs, "edited file's content")
+	}
 	if len(diffs) == 0 {
 		return ""
 	}

@@ -1,9 +1,9 @@
 // Package sandboxd is VERA's Docker sandbox daemon, an independent bus
 // consumer. It reads vera.tool.requested events, runs each command with
-// bash in the run's container through the Docker exec API, and appends
-// vera.tool.started and vera.tool.finished; it also turns the containers'
-// own logs and Docker events into vera.container.log and
-// vera.container.event.
+// bash in the run's container through the Docker API, and appends
+// vera.tool.started and vera.tool.finished (and vera.tool.session); it
+// also turns the containers' own logs and Docker events into
+// vera.container.log and vera.container.event.
 //
 // Containers: one per run and requester role, named vera-<run_id> (the
 // agent's, /work read-write) and vera-<run_id>-auditor (/work read-only),
@@ -12,13 +12,23 @@
 // They are removed when the run ends (unless KeepContainers) and orphans of
 // finished runs are reaped at start.
 //
-// Shell semantics: each request runs in a fresh bash that starts in the
-// request's cwd with its env; after the command, the shell reports its
-// working directory and exported variables (cwd_after, exports) on a
-// channel of its own, never in the command's output, and the requester
-// passes them into its next request. So `cd` and `export` persist across calls exactly as far as the
-// event log says, which keeps a replay faithful; shell functions, aliases,
-// unexported variables and background jobs do not persist.
+// Shell semantics: a run's commands run in a persistent session per
+// container (sandbox.session persistent, the default; session.go) or in a
+// Docker exec each (exec; exec.go). Either way each request carries the
+// state it starts from (cwd, env and, in a session, shell_state: functions,
+// aliases, unexported variables, options, umask) and its result reports
+// the state it left (cwd_after, exports, shell_state_after), on a channel
+// of its own, never in the command's output; the requester passes them
+// into its next request. So the shell's state persists exactly as far as
+// the event log says, which keeps a replay faithful, and a session that is
+// replaced loses no shell state (vera.tool.session says what it lost:
+// background processes, when the container restarted). In a session a
+// command costs no Docker exec.
+//
+// The file tool (tool edit; edittool.go) views and edits files in the
+// run's container, as the sandbox user, with package edit. Disk limits
+// (disk.go): tmpfs scratch mounts, and watchdogs on /work and the
+// writable layer.
 //
 // Exactly once: a request whose vera.tool.finished is on the stream is never
 // run again; one whose vera.tool.started is there without a finish was cut

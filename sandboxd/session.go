@@ -79,6 +79,7 @@ while IFS= read -r -u 7 __t; do
   __f=() __n= __rc=125
   if [[ -f $__dir/$__t.req && ! -L $__dir/$__t.req ]]; then mapfile -d '' -t __f < "$__dir/$__t.req"; fi
   if (( ${#__f[@]} >= 3 )); then
+    printf '[%s] $ %s\n' "$__t" "${__f[0]}" 2>/dev/null >> /tmp/.vera/console
     (
       exec </dev/null >&8 2>&9 7<&- 8>&- 9>&-
       set +p
@@ -650,14 +651,16 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 		if !res.timedOut && !res.interrupted && !res.limited {
 			res.err = errors.New(res.sessionLost)
 		}
+		res.stateErr = errors.New("the session was given up: " + res.sessionLost)
 		return res
 	}
 	if out.aborted || errm.aborted {
 		res.exitCode = -1
 		res.sessionLost = s.deathReason()
 		if !res.timedOut && !res.interrupted && !res.limited {
-			res.err = fmt.Errorf("the session ended during the command: %s", s.deathReason())
+			res.err = fmt.Errorf("the session ended during the command (%s): the command killed its session's keeper (kill $$ or kill 0 in a session names the keeper), or it was killed", s.deathReason())
 		}
+		res.stateErr = errors.New("the session ended during the command: " + s.deathReason())
 		return res
 	}
 	keep = true

@@ -189,7 +189,7 @@ func (f *fixture) survivors(name string) []string {
 			continue
 		}
 		args := strings.Join(fields[3:], " ")
-		if fields[0] == "1" || strings.Contains(args, "tini --") || strings.HasPrefix(args, "tail -q") || strings.HasPrefix(args, "ps -eo") || strings.HasSuffix(args, "<defunct>") {
+		if fields[0] == "1" || (fields[1] == "0" && strings.Contains(args, "vera-session:")) || strings.Contains(args, "tini --") || strings.HasPrefix(args, "tail -q") || strings.HasPrefix(args, "ps -eo") || strings.HasSuffix(args, "<defunct>") {
 			continue
 		}
 		left = append(left, line)
