@@ -179,6 +179,9 @@ func (d *Daemon) runningBox(ctx context.Context, rs *runState, r role) *box {
 	rs.boxMu.Lock()
 	b := rs.boxes[r]
 	rs.boxMu.Unlock()
+	if b != nil && b.sessions != nil && b.sessions.live() {
+		return b // a live session is an exec in the container: it runs
+	}
 	if b != nil && d.running(ctx, b) {
 		return b
 	}

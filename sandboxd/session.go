@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types"
@@ -27,15 +29,20 @@ import (
 // exec each. The session is one exec of sessionScript, the session's
 // keeper: like a command's keeper in exec mode it runs ShellPath, so it is
 // not dumpable and no process of the sandbox user can read its memory, its
-// descriptors or its stdin. For each command, sandboxd writes the request
-// (command, cwd, shell state, env) to a file in the container's state
-// directory, records vera.tool.started, and only then writes two lines to
-// the keeper's stdin: the command's token, then its nonce.
+// descriptors or its stdin. Its pipes are fifos in the container's state
+// directory, a directory of sandboxd's host (see startSession): a wake-up
+// fifo it reads tokens from, and the session's stdout and stderr, which
+// sandboxd reads; Docker's stream carries only the nonces in (on the
+// keeper's stdin, which nothing else can read) and says, by its end, that
+// the keeper is gone. For each command, sandboxd writes the request
+// (command, cwd, shell state, env) to a file in the state directory,
+// records vera.tool.started, and only then writes the command's nonce on
+// the keeper's stdin and its token on the wake-up fifo.
 //
-// The keeper reads the token line, forks the command's shell (a subshell
-// of its own, with none of its descriptors: stdin from /dev/null, stdout
-// and stderr on the session's), and only then reads the nonce, which so
-// never exists in the command's memory. The command's shell exports the
+// The keeper reads the token, forks the command's shell (a subshell of its
+// own, with none of its descriptors: stdin from /dev/null, stdout and
+// stderr on the session's), and only then reads the nonce, which so never
+// exists in the command's memory. The command's shell exports the
 // request's env, cds to its cwd, evaluates its shell state (the functions,
 // aliases, unexported variables, shell options and umask an earlier
 // command left), and evals the command. Its EXIT trap writes the state the
@@ -74,24 +81,28 @@ IFS=$' \t\n'
 exec 7<&0 8>&1 9>&2 </dev/null >/dev/null 2>&1
 umask 022
 __dir=$1
-while IFS= read -r -u 7 __t; do
+IFS= read -r -u 7 __w || exit 125
+[[ $__w =~ ^[0-9a-f]{32}$ && -p $__dir/.wake-$__w && -p $__dir/.out-$__w && -p $__dir/.err-$__w ]] || exit 125
+exec 6< "$__dir/.wake-$__w" 8> "$__dir/.out-$__w" 9> "$__dir/.err-$__w"
+unset __w
+declare -A __vera_pe=()
+for __kv in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do [[ ${!__kv@a} == *x* ]] && __vera_pe[$__kv]=${!__kv}; done
+__vera_base=" ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@} "
+while IFS= read -r -u 6 __t; do
   [[ $__t =~ ^[A-Za-z0-9_-]{1,64}$ ]] || exit 125
   __f=() __n= __rc=125
   if [[ -f $__dir/$__t.req && ! -L $__dir/$__t.req ]]; then mapfile -d '' -t __f < "$__dir/$__t.req"; fi
   if (( ${#__f[@]} >= 3 )); then
     printf '[%s] $ %s\n' "$__t" "${__f[0]}" 2>/dev/null >> /tmp/.vera/console
     (
-      exec </dev/null >&8 2>&9 7<&- 8>&- 9>&-
+      exec </dev/null >&8 2>&9 6<&- 7<&- 8>&- 9>&-
       set +p
       __vera_cmd=${__f[0]} __vera_cwd=${__f[1]} __vera_state=${__f[2]} __vera_out=$__dir/$__t.state
-      declare -A __vera_pe=()
-      for __kv in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do [[ ${!__kv@a} == *x* ]] && __vera_pe[$__kv]=${!__kv}; done
       for __kv in "${__f[@]:3}"; do export -- "$__kv" 2>/dev/null; done
       unset __f __kv __t __n __rc __dir __c
       trap '` + commandTrap + `' EXIT
       cd -- "$__vera_cwd" 2>/dev/null || { printf 'vera: cwd %s is gone; starting in /work\n' "$__vera_cwd" >&2; cd /work; }
       shopt -s expand_aliases
-      __vera_base=" ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@} "
       [[ -z $__vera_state ]] || eval "$__vera_state"
       unset __vera_state __vera_cwd
       set --
@@ -170,6 +181,7 @@ type session struct {
 	started time.Time
 
 	conn   types.HijackedResponse
+	wake   *os.File // the session's wake-up fifo (see startSession)
 	stdout *markerWriter
 	stderr *markerWriter
 	dead   chan struct{} // closed when the session's output stream ended
@@ -210,6 +222,20 @@ func (p *sessionPool) take() *session {
 		}
 	}
 	return nil
+}
+
+// live reports whether an idle session is alive (so its container runs).
+func (p *sessionPool) live() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.idle {
+		select {
+		case <-s.dead:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // put returns a session after a command; a dead one is dropped.
@@ -285,22 +311,89 @@ func (d *Daemon) startSession(ctx context.Context, b *box, user string) (*sessio
 	if err != nil {
 		return nil, dockerErr("create session exec", err)
 	}
+	// The session's pipes: fifos in the container's state directory,
+	// which is a directory of this host, so that a command's wake-up and
+	// its output cost no trip through Docker's stream (2-3 ms each way).
+	// Docker's stream carries the nonces in, and its end says the keeper
+	// is gone. wake: sandboxd writes, the keeper reads (0644: nobody else
+	// may write it); out and err: the keeper and its commands write,
+	// sandboxd reads (0622: nobody else may read them). Opened read-write
+	// here, so that no open blocks and the keeper finds its peer.
+	tag := newNonce()
+	var fifos [3]*os.File
+	var paths [3]string
+	cleanup := func() {
+		for i, f := range fifos {
+			if f != nil {
+				f.Close()
+			}
+			if paths[i] != "" {
+				_ = os.Remove(paths[i])
+			}
+		}
+	}
+	for i, kind := range []struct {
+		name string
+		mode uint32
+	}{{"wake", 0o644}, {"out", 0o622}, {"err", 0o622}} {
+		paths[i] = filepath.Join(b.stateDir, "."+kind.name+"-"+tag)
+		_ = os.Remove(paths[i])
+		if err := syscall.Mkfifo(paths[i], kind.mode); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("session fifo: %w", err)
+		}
+		if err := os.Chmod(paths[i], os.FileMode(kind.mode)); err != nil { // past the umask
+			cleanup()
+			return nil, fmt.Errorf("session fifo: %w", err)
+		}
+		f, err := os.OpenFile(paths[i], os.O_RDWR, 0)
+		if err != nil {
+			cleanup()
+			return nil, fmt.Errorf("session fifo: %w", err)
+		}
+		fifos[i] = f
+	}
 	conn, err := d.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
+		cleanup()
 		return nil, dockerErr("start session exec", err)
 	}
-	s := &session{id: id, execID: created.ID, box: b, started: time.Now(), conn: conn,
+	if _, err := conn.Conn.Write([]byte(tag + "\n")); err != nil {
+		cleanup()
+		conn.Close()
+		return nil, fmt.Errorf("start session: %w", err)
+	}
+	s := &session{id: id, execID: created.ID, box: b, started: time.Now(), conn: conn, wake: fifos[0],
 		stdout: &markerWriter{stdout: true}, stderr: &markerWriter{}, dead: make(chan struct{})}
+	var readers sync.WaitGroup
+	for _, r := range []struct {
+		f *os.File
+		w *markerWriter
+	}{{fifos[1], s.stdout}, {fifos[2], s.stderr}} {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			_, _ = io.Copy(r.w, r.f)
+		}()
+	}
 	go func() {
-		_, err := stdcopy.StdCopy(s.stdout, s.stderr, conn.Reader)
+		// The keeper's own stdout and stderr (nothing, unless bash itself
+		// complains) until it ends.
+		var msg bytes.Buffer
+		_, err := stdcopy.StdCopy(&msg, &msg, io.LimitReader(conn.Reader, 64<<10))
 		if err == nil {
 			err = errors.New("its keeper ended")
 		} else {
 			err = fmt.Errorf("its stream failed: %w", err)
 		}
+		if m := strings.TrimSpace(msg.String()); m != "" {
+			err = fmt.Errorf("%w (%s)", err, truncate(m, 200))
+		}
 		if s.err == nil {
 			s.err = err
 		}
+		cleanup() // ends the readers
+		readers.Wait()
 		s.stdout.abort()
 		s.stderr.abort()
 		close(s.dead)
@@ -591,7 +684,15 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 		}
 	}
 	start := time.Now()
-	if _, err := s.conn.Conn.Write([]byte(r.token + "\n" + nonce + "\n")); err != nil {
+	// The nonce on the keeper's stdin (Docker's stream: only the keeper
+	// reads it, and needs it only when the command ends), then the token
+	// on the wake-up fifo (a pipe on this host: the command starts a few
+	// milliseconds sooner than through Docker's stream).
+	_, err = s.conn.Conn.Write([]byte(nonce + "\n"))
+	if err == nil {
+		_, err = s.wake.Write([]byte(r.token + "\n"))
+	}
+	if err != nil {
 		release()
 		r.box.sessions.drop(s, "its input failed")
 		s.close(fmt.Errorf("write to the session: %w", err))
