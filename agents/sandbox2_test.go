@@ -228,7 +228,9 @@ func sha256Hex(s string) string {
 // the file, its content (a blob when large) and its digest.
 func TestAnswerFile(t *testing.T) {
 	small := "# Answer\n\nPython 3.13.0 was released on 2024-10-07 (ev_0001).\n"
-	large := "# Report\n" + strings.Repeat("A line of the long report, with its evidence (ev_0001).\n", 2000)
+	// Larger than the bus's biggest message (8 MiB): it can only travel
+	// as a blob.
+	large := "# Report\n" + strings.Repeat("A line of the long report, with its evidence (ev_0001).\n", 160000)
 	for _, tc := range []struct {
 		name    string
 		content string

@@ -45,7 +45,7 @@ func TestReexecuteNativeToolRun(t *testing.T) {
 				t.Fatalf("recording finished %+v", fin)
 			}
 			for _, r := range model.Requests() {
-				if !r.Stream || len(r.Tools) != 3 {
+				if !r.Stream || len(r.Tools) != 4 { // shell, edit, notes_append, submit
 					t.Fatalf("the recording's call was not a streamed native call: stream %v tools %v", r.Stream, r.Tools)
 				}
 			}

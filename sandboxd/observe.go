@@ -128,7 +128,7 @@ func (d *Daemon) watchDockerEvents(ctx context.Context) {
 				}
 				t := time.Unix(0, m.TimeNano).UTC()
 				runID := m.Actor.Attributes[LabelRun]
-				if runID != "" && d.ourRun(ctx, runID) {
+				if runID != "" && d.ourRun(ctx, runID) && !(m.Action == "exec_die" && d.isSessionExec(runID, m.Actor.Attributes["execID"])) {
 					action, _, _ := strings.Cut(string(m.Action), ":")
 					attrs := map[string]string{}
 					for k, v := range m.Actor.Attributes {

@@ -311,6 +311,7 @@ func (d *Daemon) startSession(ctx context.Context, b *box, user string) (*sessio
 	if err != nil {
 		return nil, dockerErr("create session exec", err)
 	}
+	d.noteSessionExec(b, created.ID)
 	// The session's pipes: fifos in the container's state directory,
 	// which is a directory of this host, so that a command's wake-up and
 	// its output cost no trip through Docker's stream (2-3 ms each way).
@@ -865,4 +866,46 @@ func (d *Daemon) containerStartedAt(ctx context.Context, b *box) (time.Time, boo
 	}
 	t, err := time.Parse(time.RFC3339Nano, info.State.StartedAt)
 	return t, err == nil
+}
+
+// sessionExecsFile lists, one per line, the Docker exec ids of a run's
+// session keepers (<spool>/<run>/sessions), so that any daemon, a later
+// one included, knows them.
+const sessionExecsFile = "sessions"
+
+// noteSessionExec records a session keeper's exec id. A keeper's end is
+// not mirrored as a vera.container.event (exec_die): it ends when its
+// daemon stops, which is no reaction to any event of the run; the next
+// session's vera.tool.session records it instead.
+func (d *Daemon) noteSessionExec(b *box, execID string) {
+	if b.stateDir == "" {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(b.stateDir), sessionExecsFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err == nil {
+		_, err = f.WriteString(execID + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		d.log.Warn("record a session's exec id", "container", b.name, "err", err)
+	}
+}
+
+// isSessionExec reports whether an exec of the run is a session keeper.
+func (d *Daemon) isSessionExec(runID, execID string) bool {
+	if execID == "" || runID == "." || runID == ".." || strings.ContainsAny(runID, "/\\") {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(d.cfg.SpoolDir, runID, sessionExecsFile))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == execID {
+			return true
+		}
+	}
+	return false
 }
