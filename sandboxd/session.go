@@ -757,6 +757,12 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 		return res
 	}
 	if out.aborted || errm.aborted {
+		// The keeper is gone (the command killed it, kill 0 included, or
+		// the container stopped): what the command started since it began
+		// is killed like at a timeout.
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		d.killCommand(kctx, r.box, "vera-session:"+s.id, since.Add(-killSince))
+		cancel()
 		res.exitCode = -1
 		res.sessionLost = s.deathReason()
 		if !res.timedOut && !res.interrupted && !res.limited {
