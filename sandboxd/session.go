@@ -132,16 +132,19 @@ done
 // (cd, printf...) does not stand in for it. Single-quoted inside the
 // keeper's script: no single quote here.
 const commandTrap = `{ __vera_rc=$? __vera_f=$-; builtin set +euxv; } 2>/dev/null
+__vera_x=() __vera_v=()
+for __vera_n in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do
+  [[ $__vera_n == __vera_* ]] && continue
+  if [[ ${!__vera_n@a} == *x* ]]; then
+    [[ -n ${__vera_pe[$__vera_n]+set} && ${__vera_pe[$__vera_n]} == "${!__vera_n}" ]] || __vera_x+=("$__vera_n=${!__vera_n}")
+  elif ! [[ $__vera_n == @(BASH*|FUNCNAME|LINENO|SECONDS|RANDOM|SRANDOM|EPOCH*|PIPESTATUS|GROUPS|DIRSTACK|COMP_*|HIST*|OLDPWD|PWD|_) || $__vera_base == *" $__vera_n "* ]]; then
+    __vera_v+=("$__vera_n")
+  fi
+done
 { builtin printf "vera-state-1\0%s\0" "$PWD"
-  for __vera_n in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do
-    [[ $__vera_n != __vera_* && ${!__vera_n@a} == *x* ]] || continue
-    [[ -n ${__vera_pe[$__vera_n]+set} && ${__vera_pe[$__vera_n]} == "${!__vera_n}" ]] && continue
-    builtin printf "%s=%s\0" "$__vera_n" "${!__vera_n}"
-  done
+  (( ${#__vera_x[@]} )) && builtin printf "%s\0" "${__vera_x[@]}"
   builtin printf "VERA_SHELL_STATE="
-  for __vera_n in ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!_@}; do
-    [[ $__vera_n == @(__vera_*|BASH*|FUNCNAME|LINENO|SECONDS|RANDOM|SRANDOM|EPOCH*|PIPESTATUS|GROUPS|DIRSTACK|COMP_*|HIST*|OLDPWD|PWD|_) || $__vera_base == *" $__vera_n "* || ${!__vera_n@a} == *x* ]] || builtin declare -p "$__vera_n"
-  done
+  (( ${#__vera_v[@]} )) && builtin declare -p "${__vera_v[@]}"
   builtin declare -f
   builtin alias -p
   builtin shopt -p ` + shoptSaved + `
