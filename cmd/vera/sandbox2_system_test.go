@@ -91,21 +91,7 @@ func TestSystemSandboxIIRun(t *testing.T) {
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 
 	work := filepath.Join(t.TempDir(), "work")
-	var runID string
-	t.Cleanup(func() {
-		if runID != "" {
-			removeContainers(t, runID)
-		}
-	})
-	out, errOut, code := runCLI(t, "run", "--nats-url", url, "--task", "When was VERA 1.2.0 released? Cite independent sources; answer in /work/output/answer.md.",
-		"--work-dir", work, "--model-base-url", model.URL(), "--model", "scripted", "--auditor", "--max-steps", "10")
-	if m := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(out); m != nil {
-		runID = m[1]
-	}
-	t.Logf("vera run:\n%s", out)
-	if code != 0 {
-		t.Fatalf("vera run exited %d\nstderr:\n%s", code, errOut)
-	}
+	out, runID := auditedRun(t, url, model.URL(), work, "When was VERA 1.2.0 released? Cite independent sources; answer in /work/output/answer.md.", 10)
 	for _, want := range []string{"$ page " + newsURL, "edit create /work/output/answer.md", "edit str_replace /work/output/answer.md",
 		"auditor: round 1 accepted", "RESOLVED after 6 steps", "released on 2026-03-14"} {
 		if !strings.Contains(out, want) {

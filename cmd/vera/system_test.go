@@ -110,6 +110,29 @@ func auditedScript() scriptedmodel.Rule {
 // instruction, and round 2 is accepted: RESOLVED. The run's files are in
 // its work dir. With VERA_UPDATE_DEMO=1 the run is exported as the demo
 // run `vera demo` bundles (see demo/README.md).
+// auditedRun runs `vera run` with the auditor against the scripted model
+// until the run ends, removes its containers at the test's end, and
+// returns what it printed and the run's id; it fails the test unless
+// vera run exits 0.
+func auditedRun(t *testing.T, natsURL, modelURL, work, task string, maxSteps int) (out, runID string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if runID != "" {
+			removeContainers(t, runID)
+		}
+	})
+	out, errOut, code := runCLI(t, "run", "--nats-url", natsURL, "--task", task,
+		"--work-dir", work, "--model-base-url", modelURL, "--model", "scripted", "--auditor", "--max-steps", fmt.Sprint(maxSteps))
+	if m := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(out); m != nil {
+		runID = m[1]
+	}
+	t.Logf("vera run:\n%s", out)
+	if code != 0 {
+		t.Fatalf("vera run exited %d\nstderr:\n%s", code, errOut)
+	}
+	return out, runID
+}
+
 func TestSystemAuditedRun(t *testing.T) {
 	docker := dockertest.Client(t)
 	img := imagetest.Ensure(t)
@@ -126,21 +149,7 @@ func TestSystemAuditedRun(t *testing.T) {
 	waitFor(t, "vera up banner", func() bool { return strings.Contains(upOut.String(), "Press Ctrl-C") })
 
 	work := filepath.Join(t.TempDir(), "work")
-	var runID string
-	t.Cleanup(func() {
-		if runID != "" {
-			removeContainers(t, runID)
-		}
-	})
-	out, errOut, code := runCLI(t, "run", "--nats-url", url, "--task", "When was VERA 1.2.0 released? Cite independent sources.",
-		"--work-dir", work, "--model-base-url", model.URL(), "--model", "scripted", "--auditor", "--max-steps", "12")
-	if m := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(out); m != nil {
-		runID = m[1]
-	}
-	t.Logf("vera run:\n%s", out)
-	if code != 0 {
-		t.Fatalf("vera run exited %d\nstderr:\n%s", code, errOut)
-	}
+	out, runID := auditedRun(t, url, model.URL(), work, "When was VERA 1.2.0 released? Cite independent sources.", 12)
 	for _, want := range []string{
 		"$ curl -s " + releasesURL, "evidence ev_0001", "audit round 1 requested",
 		"auditor: r1-c1 → yes", "auditor: round 1 score 2/4 (judge 3)", "capped at 2 by independent_citations",
