@@ -2,6 +2,7 @@ package sandboxd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -561,6 +562,13 @@ func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, 
 		rs.mu.Unlock()
 		return err
 	}
+	// On disk too, until stored: a daemon that dies while the bus keeps
+	// the result waiting (a failover) leaves it to its successor, which
+	// publishes it instead of reporting the command interrupted.
+	resultPath := filepath.Join(d.cfg.SpoolDir, rs.id, fileToken(req.RequestID)+".result")
+	if err := saveResult(resultPath, facts, tf); err != nil {
+		d.log.Warn("spool the result", "request", req.RequestID, "err", err)
+	}
 	for _, f := range facts {
 		if _, err := d.bus.Publish(ctx, f); err != nil {
 			return keep(fmt.Errorf("publish %s of %s: %w", f.Type, req.RequestID, err))
@@ -577,7 +585,42 @@ func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, 
 	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
 	_ = os.Remove(filepath.Join(spool, token+".stdout"))
 	_ = os.Remove(filepath.Join(spool, token+".stderr"))
+	_ = os.Remove(resultPath)
 	return nil
+}
+
+// spooledResult is a result kept on disk until the bus stored it.
+type spooledResult struct {
+	Facts []bus.Event          `json:"facts,omitempty"`
+	Tool  catalog.ToolFinished `json:"tool_finished"`
+}
+
+func saveResult(path string, facts []bus.Event, tf catalog.ToolFinished) error {
+	b, err := json.Marshal(spooledResult{Facts: facts, Tool: tf})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// loadResult reads a result a previous daemon could not store.
+func loadResult(path string) (*unsentResult, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	var r spooledResult
+	if json.Unmarshal(b, &r) != nil {
+		return nil, false
+	}
+	return &unsentResult{facts: r.Facts, tf: r.Tool}, true
 }
 
 // reportInterrupted answers a request that a previous daemon started and
@@ -586,6 +629,10 @@ func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, 
 // again. Called by the request's claimant.
 func (d *Daemon) reportInterrupted(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested) error {
 	token := fileToken(req.RequestID)
+	if u, ok := loadResult(filepath.Join(d.cfg.SpoolDir, rs.id, token+".result")); ok {
+		d.log.Info("publishing the result of a command that ran to its end before the previous daemon stopped", "run", rs.id, "request", req.RequestID)
+		return d.finishWith(ctx, rs, cause, req, u.facts, u.tf)
+	}
 	rs.mu.Lock()
 	since := rs.startAt[req.RequestID]
 	rs.mu.Unlock()
