@@ -391,7 +391,13 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	}
 
 	if started {
-		return d.reportInterrupted(ctx, rs, m.Event, req)
+		if d.mayHaveRun(rs.id, token) {
+			return d.reportInterrupted(ctx, rs, m.Event, req)
+		}
+		// Its start was stored, but no daemon of this spool went on to
+		// run it (the one that stored it died waiting for the store's
+		// answer): it never ran, so it runs now, once.
+		log.Info("a request whose start was stored but which never ran: running it now")
 	}
 	if req.Command == "" {
 		return failed("empty command")
@@ -465,7 +471,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 			rs.mu.Lock()
 			rs.started[req.RequestID] = true
 			rs.mu.Unlock()
-			return nil
+			return d.markRunning(rs.id, token)
 		},
 	}
 	var res execResult
@@ -586,7 +592,39 @@ func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, 
 	_ = os.Remove(filepath.Join(spool, token+".stdout"))
 	_ = os.Remove(filepath.Join(spool, token+".stderr"))
 	_ = os.Remove(resultPath)
+	_ = os.Remove(filepath.Join(spool, token+".running"))
 	return nil
+}
+
+// markRunning notes on disk, once a request's vera.tool.started is
+// stored and before the command can run, that it may run: a successor
+// daemon that finds the start stored but no such mark (the daemon died
+// waiting for the store's answer) knows the command never ran, and runs
+// it instead of reporting it interrupted. The mark outlives the process,
+// not a crash of the machine (the container's effects would not either,
+// unless synced).
+func (d *Daemon) markRunning(runID, token string) error {
+	path := filepath.Join(d.cfg.SpoolDir, runID, token+".running")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("mark the command running: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("mark the command running: %w", err)
+	}
+	return f.Close()
+}
+
+// mayHaveRun reports whether a request whose start is stored may have run
+// (its mark is on disk, or its result, or its output).
+func (d *Daemon) mayHaveRun(runID, token string) bool {
+	dir := filepath.Join(d.cfg.SpoolDir, runID)
+	for _, ext := range []string{".running", ".result", ".stdout", ".stderr"} {
+		if _, err := os.Lstat(filepath.Join(dir, token+ext)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // spooledResult is a result kept on disk until the bus stored it.
@@ -662,8 +700,8 @@ func (d *Daemon) recoverRun(ctx context.Context, rs *runState) {
 	}
 	var cut []recordedRequest
 	for id := range rs.started {
-		if r, ok := rs.requests[id]; ok && !rs.finished[id] && !rs.inflight[id] {
-			cut = append(cut, r)
+		if r, ok := rs.requests[id]; ok && !rs.finished[id] && !rs.inflight[id] && d.mayHaveRun(rs.id, fileToken(id)) {
+			cut = append(cut, r) // (one that never ran is run when redelivered)
 		}
 	}
 	rs.mu.Unlock()

@@ -112,6 +112,9 @@ func (d *Daemon) handleEdit(ctx context.Context, rs *runState, cause bus.Event, 
 	rs.mu.Lock()
 	rs.started[req.RequestID] = true
 	rs.mu.Unlock()
+	if err := d.markRunning(rs.id, token); err != nil {
+		return err // not made: redelivered, and then reported interrupted
+	}
 	start := time.Now()
 
 	ectx, cancel := context.WithTimeout(ctx, 2*time.Minute)

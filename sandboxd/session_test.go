@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 )
 
@@ -213,5 +214,30 @@ func (f *fixture) submit(run string, c catalog.RunConfig) {
 	}
 	if _, err := f.b.Publish(context.Background(), ev); err != nil {
 		f.t.Fatal(err)
+	}
+}
+
+// TestStartStoredButNeverRunRuns: a daemon that stored a request's
+// vera.tool.started and died before the command could run (waiting for
+// the store's answer in a failover) left no mark on its spool: its
+// successor runs the command, once, instead of reporting it interrupted.
+func TestStartStoredButNeverRunRuns(t *testing.T) {
+	f := newFixtureOpts(t, nil, false)
+	run := f.run("never")
+	reqEv := f.request(run, req{id: "req-never", cmd: "echo ran >> /work/side.txt; echo ran"})
+	started, err := f.b.Events.New(run, catalog.ToolStarted{RequestID: "req-never", Container: "vera-" + run, StartedAt: time.Now().UTC()}, bus.ReactionTo(reqEv, "started"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Publish(context.Background(), started); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	tf := f.result(run, "req-never", 2*time.Minute)
+	if tf.ExitCode != 0 || tf.Interrupted || tf.Stdout.Head != "ran\n" {
+		t.Fatalf("%s", summarize(tf))
+	}
+	if n := f.count(run, catalog.TypeToolStarted); n != 1 {
+		t.Fatalf("%d tool.started events, want the one stored before", n)
 	}
 }
