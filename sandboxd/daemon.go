@@ -459,19 +459,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 		box: b, user: user, command: req.Command, cwd: cwd, env: req.Env, timeout: timeout, token: token,
 		stdout: stdout, stderr: stderr, interrup: rs.interrupt, limit: overLimit,
 		started: func(execID string, at time.Time) error {
-			// The id derives from the request: a redelivery that stores
-			// it again (the first ack was lost) stores it once.
-			ev, err := d.bus.Events.New(rs.id, catalog.ToolStarted{RequestID: req.RequestID, Container: b.name, ContainerID: b.id, ExecID: execID, StartedAt: at}, bus.ReactionTo(m.Event, "started"))
-			if err == nil {
-				_, err = d.bus.Publish(ctx, ev)
-			}
-			if err != nil {
-				return err
-			}
-			rs.mu.Lock()
-			rs.started[req.RequestID] = true
-			rs.mu.Unlock()
-			return d.markRunning(rs.id, token)
+			return d.recordStarted(ctx, rs, m.Event, req.RequestID, token, b, execID, at)
 		},
 	}
 	var res execResult
@@ -594,6 +582,25 @@ func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, 
 	_ = os.Remove(resultPath)
 	_ = os.Remove(filepath.Join(spool, token+".running"))
 	return nil
+}
+
+// recordStarted stores a request's vera.tool.started, notes it in the
+// run's state and marks it running on the spool (markRunning): after it,
+// and only after it, the request may take effect. The id derives from the
+// request: a redelivery that stores it again (the first ack was lost)
+// stores it once.
+func (d *Daemon) recordStarted(ctx context.Context, rs *runState, cause bus.Event, requestID, token string, b *box, execID string, at time.Time) error {
+	ev, err := d.bus.Events.New(rs.id, catalog.ToolStarted{RequestID: requestID, Container: b.name, ContainerID: b.id, ExecID: execID, StartedAt: at}, bus.ReactionTo(cause, "started"))
+	if err == nil {
+		_, err = d.bus.Publish(ctx, ev)
+	}
+	if err != nil {
+		return err
+	}
+	rs.mu.Lock()
+	rs.started[requestID] = true
+	rs.mu.Unlock()
+	return d.markRunning(rs.id, token)
 }
 
 // markRunning notes on disk, once a request's vera.tool.started is

@@ -95,8 +95,8 @@ func usedBytes(root string) (int64, error) {
 	return total, err
 }
 
-// dirSize is what the run's /work takes.
-func dirSize(_ *box, d *Daemon, rs *runState) (int64, error) {
+// workUsed is what the run's /work takes.
+func (d *Daemon) workUsed(rs *runState) (int64, error) {
 	work, _, err := d.admit(rs)
 	if err != nil {
 		return 0, err

@@ -14,9 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
-
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/sandboxd/edit"
@@ -102,18 +99,8 @@ func (d *Daemon) handleEdit(ctx context.Context, rs *runState, cause bus.Event, 
 	if d.labFor(rs) {
 		user = "0:0"
 	}
-	ev, err := d.bus.Events.New(rs.id, catalog.ToolStarted{RequestID: req.RequestID, Container: b.name, ContainerID: b.id, StartedAt: d.cfg.Clock.Now()}, bus.ReactionTo(cause, "started"))
-	if err == nil {
-		_, err = d.bus.Publish(ctx, ev)
-	}
-	if err != nil {
+	if err := d.recordStarted(ctx, rs, cause, req.RequestID, token, b, "", d.cfg.Clock.Now()); err != nil {
 		return fmt.Errorf("record tool.started of %s (the edit was not made): %w", req.RequestID, err)
-	}
-	rs.mu.Lock()
-	rs.started[req.RequestID] = true
-	rs.mu.Unlock()
-	if err := d.markRunning(rs.id, token); err != nil {
-		return err // not made: redelivered, and then reported interrupted
 	}
 	start := time.Now()
 
@@ -177,7 +164,7 @@ func (d *Daemon) handleEdit(ctx context.Context, rs *runState, cause bus.Event, 
 	}
 	if out.Changed {
 		if lim := d.workLimit(rs); lim > 0 && !out.Remove {
-			if used, err := dirSize(b, d, rs); err == nil && used-f.size+int64(len(out.Content)) > lim {
+			if used, err := d.workUsed(rs); err == nil && used-f.size+int64(len(out.Content)) > lim {
 				return refuse(a, fmt.Sprintf("the edit would take /work over its disk limit (%s used of %s); remove files first.", mib(used), mib(lim)))
 			}
 		}
@@ -262,39 +249,6 @@ func (d *Daemon) writeForEdit(ctx context.Context, b *box, user, path string, co
 		return fmt.Errorf("%s", strings.TrimSpace(string(stderr)))
 	}
 	return nil
-}
-
-// execIO runs a helper in the container with stdin (nil = none) and
-// returns its stdout, stderr and exit code.
-func (d *Daemon) execIO(ctx context.Context, containerID, user string, stdin []byte, cmd ...string) (stdout, stderr []byte, code int, err error) {
-	created, err := d.docker.ContainerExecCreate(ctx, containerID, container.ExecOptions{
-		User: user, WorkingDir: WorkMount, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true, Cmd: cmd,
-	})
-	if err != nil {
-		return nil, nil, -1, dockerErr("create exec", err)
-	}
-	attach, err := d.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return nil, nil, -1, dockerErr("start exec", err)
-	}
-	defer attach.Close()
-	stop := context.AfterFunc(ctx, func() { attach.Close() })
-	defer stop()
-	if stdin != nil {
-		go func() {
-			_, _ = attach.Conn.Write(stdin)
-			_ = attach.CloseWrite()
-		}()
-	}
-	var out, errb bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &errb, attach.Reader); err != nil {
-		return nil, nil, -1, fmt.Errorf("read exec output: %w", err)
-	}
-	info, err := d.docker.ContainerExecInspect(ctx, created.ID)
-	if err != nil {
-		return nil, nil, -1, dockerErr("inspect exec", err)
-	}
-	return out.Bytes(), errb.Bytes(), info.ExitCode, nil
 }
 
 // undoPath is where a file's undo stack is kept.

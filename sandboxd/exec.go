@@ -403,15 +403,40 @@ func (d *Daemon) execSimple(ctx context.Context, containerID, user, script strin
 // execArgs runs a helper command (found on the container's own PATH: a
 // helper exec never has the user's env) and returns its combined output.
 func (d *Daemon) execArgs(ctx context.Context, containerID, user string, cmd ...string) (string, error) {
+	var out bytes.Buffer
+	code, err := d.execHelper(ctx, containerID, user, nil, &out, &out, cmd...)
+	if err != nil {
+		return out.String(), err
+	}
+	if code != 0 {
+		return out.String(), fmt.Errorf("exit %d: %s", code, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// execIO runs a helper in the container with stdin (nil = none) and
+// returns its stdout, stderr and exit code.
+func (d *Daemon) execIO(ctx context.Context, containerID, user string, stdin []byte, cmd ...string) (stdout, stderr []byte, code int, err error) {
+	var out, errb bytes.Buffer
+	code, err = d.execHelper(ctx, containerID, user, stdin, &out, &errb, cmd...)
+	if err != nil {
+		return nil, nil, -1, err
+	}
+	return out.Bytes(), errb.Bytes(), code, nil
+}
+
+// execHelper runs a helper exec in the container, with stdin when not
+// nil, copies its output to stdout and stderr, and returns its exit code.
+func (d *Daemon) execHelper(ctx context.Context, containerID, user string, stdin []byte, stdout, stderr io.Writer, cmd ...string) (int, error) {
 	created, err := d.docker.ContainerExecCreate(ctx, containerID, container.ExecOptions{
-		User: user, AttachStdout: true, AttachStderr: true, Cmd: cmd,
+		User: user, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true, Cmd: cmd,
 	})
 	if err != nil {
-		return "", dockerErr("create exec", err)
+		return -1, dockerErr("create exec", err)
 	}
 	attach, err := d.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return "", dockerErr("start exec", err)
+		return -1, dockerErr("start exec", err)
 	}
 	defer attach.Close()
 	// The output stream is a hijacked connection that ctx does not reach:
@@ -420,21 +445,23 @@ func (d *Daemon) execArgs(ctx context.Context, containerID, user string, cmd ...
 	// it hangs, whatever ctx's deadline.
 	stop := context.AfterFunc(ctx, func() { attach.Close() })
 	defer stop()
-	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, attach.Reader); err != nil {
+	if stdin != nil {
+		go func() {
+			_, _ = attach.Conn.Write(stdin)
+			_ = attach.CloseWrite()
+		}()
+	}
+	if _, err := stdcopy.StdCopy(stdout, stderr, attach.Reader); err != nil {
 		if ctx.Err() != nil {
-			return out.String(), fmt.Errorf("read exec output: %w", context.Cause(ctx))
+			return -1, fmt.Errorf("read exec output: %w", context.Cause(ctx))
 		}
-		return out.String(), err
+		return -1, fmt.Errorf("read exec output: %w", err)
 	}
 	info, err := d.docker.ContainerExecInspect(ctx, created.ID)
 	if err != nil {
-		return out.String(), dockerErr("inspect exec", err)
+		return -1, dockerErr("inspect exec", err)
 	}
-	if info.ExitCode != 0 {
-		return out.String(), fmt.Errorf("exit %d: %s", info.ExitCode, strings.TrimSpace(out.String()))
-	}
-	return out.String(), nil
+	return info.ExitCode, nil
 }
 
 // exportsOf returns the variables whose value after the command differs

@@ -169,13 +169,6 @@ const maxShellState = 100 << 10
 // report; it is never an export.
 const shellStateVar = "VERA_SHELL_STATE"
 
-// sessionExecs counts session keepers started by this daemon, for the
-// session's name.
-var sessionSeq struct {
-	sync.Mutex
-	n int
-}
-
 // session is one live session keeper in a container.
 type session struct {
 	id      string // vera-session:<id> names the keeper's process
@@ -302,11 +295,7 @@ func (d *Daemon) startSession(ctx context.Context, b *box, user string) (*sessio
 	if !staled {
 		d.killStaleSessions(ctx, b.id, p)
 	}
-	sessionSeq.Lock()
-	sessionSeq.n++
-	seq := sessionSeq.n
-	sessionSeq.Unlock()
-	id := fmt.Sprintf("%s-%d", newNonce()[:12], seq)
+	id := newNonce()[:16]
 	created, err := d.docker.ContainerExecCreate(ctx, b.id, container.ExecOptions{
 		User: user, WorkingDir: WorkMount, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 		Cmd: []string{ShellPath, "-p", "-c", sessionScript, "vera-session:" + id, StateMount},
@@ -408,36 +397,45 @@ func (d *Daemon) startSession(ctx context.Context, b *box, user string) (*sessio
 	return s, nil
 }
 
-// staleSessionsScript kills, as root, every session keeper in the
-// container but those named by its arguments (session ids of this daemon's
-// live sessions), with everything under it: keepers an earlier daemon
-// left (their streams are gone; a command one was running is reported
-// interrupted by recovery, never run again). Processes the command
-// detached are not under the keeper: recovery kills those by start time.
-const staleSessionsScript = `declare -A keep=() pp=() stale=()
-for id in "$@"; do keep[vera-session:$id]=1; done
-for d in /proc/[0-9]*; do
-  read -r s 2>/dev/null < "$d/stat" || continue
-  s=${s##*) }; set -f; set -- $s; set +f
-  p=${d#/proc/}; pp[$p]=$2
-  [[ $2 == 0 && $p != 1 ]] || continue
-  a=(); while IFS= read -r -d '' x; do a+=("$x"); done 2>/dev/null < "$d/cmdline"
-  [[ ${#a[@]} -gt 4 && ${a[4]} == vera-session:* && -z ${keep[${a[4]}]-} ]] && stale[$p]=1
+// sessionKillScript kills, as root, session keepers with everything under
+// them. $1 says which: "except" every keeper but those whose ids follow
+// (this daemon's live sessions: the others are an earlier daemon's, whose
+// streams are gone; a command one was running is reported interrupted by
+// recovery, never run again), "only" the keepers whose ids follow (a
+// session given up). Processes a command detached are not under its
+// keeper: they are killed by start time (killScript). It looks again
+// until nothing is left (20 rounds at most).
+const sessionKillScript = `mode=$1; shift
+declare -A ids=()
+for id in "$@"; do ids[vera-session:$id]=1; done
+for round in {1..20}; do
+  declare -A pp=() doomed=()
+  for d in /proc/[0-9]*; do
+    read -r s 2>/dev/null < "$d/stat" || continue
+    s=${s##*) }; set -f; set -- $s; set +f
+    p=${d#/proc/}; pp[$p]=$2
+    [[ $2 == 0 && $p != 1 ]] || continue
+    a=(); while IFS= read -r -d '' x; do a+=("$x"); done 2>/dev/null < "$d/cmdline"
+    [[ ${#a[@]} -gt 4 && ${a[4]} == vera-session:* ]] || continue
+    if [[ -n ${ids[${a[4]}]-} ]]; then named=1; else named=; fi
+    [[ ($mode == only && -n $named) || ($mode == except && -z $named) ]] && doomed[$p]=1
+  done
+  (( ${#doomed[@]} )) || exit 0
+  kill=()
+  for p in "${!pp[@]}"; do
+    q=$p
+    while [[ -n ${pp[$q]-} && $q != 0 && -z ${doomed[$q]-} ]]; do q=${pp[$q]}; done
+    [[ -n ${doomed[$q]-} ]] && kill+=("$p")
+  done
+  kill -KILL "${kill[@]}" 2>/dev/null
+  unset pp doomed
 done
-(( ${#stale[@]} )) || exit 0
-kill=()
-for p in "${!pp[@]}"; do
-  q=$p
-  while [[ -n ${pp[$q]-} && $q != 0 && -z ${stale[$q]-} ]]; do q=${pp[$q]}; done
-  [[ -n ${stale[$q]-} ]] && kill+=("$p")
-done
-kill -KILL "${kill[@]}" 2>/dev/null
-exit 0`
+exit 3`
 
-// killStaleSessions runs staleSessionsScript in the box's container,
+// killStaleSessions runs sessionKillScript in the box's container,
 // keeping this daemon's live sessions.
 func (d *Daemon) killStaleSessions(ctx context.Context, containerID string, pool *sessionPool) {
-	args := []string{"bash", "-c", staleSessionsScript, "vera-stale"}
+	args := []string{"bash", "-c", sessionKillScript, "vera-stale", "except"}
 	if pool != nil {
 		pool.mu.Lock()
 		for s := range pool.all {
@@ -751,7 +749,7 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 		r.box.sessions.drop(s, res.sessionLost)
 		s.close(errors.New(res.sessionLost))
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		_, _ = d.execArgs(kctx, r.box.id, "0:0", "bash", "-c", killSessionScript, "vera-kill", s.id)
+		_, _ = d.execArgs(kctx, r.box.id, "0:0", "bash", "-c", sessionKillScript, "vera-kill", "only", s.id)
 		cancel()
 		if !res.timedOut && !res.interrupted && !res.limited {
 			res.err = errors.New(res.sessionLost)
@@ -788,35 +786,6 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 	res.state = &st
 	return res
 }
-
-// killSessionScript kills, as root, a session keeper (by its id, $1) and
-// everything under it.
-const killSessionScript = `t="vera-session:$1" k=
-for d in /proc/[0-9]*; do
-  read -r s 2>/dev/null < "$d/stat" || continue
-  s=${s##*) }; set -f; set -- $s; set +f
-  [[ $2 == 0 ]] || continue
-  a=(); while IFS= read -r -d '' x; do a+=("$x"); done 2>/dev/null < "$d/cmdline"
-  [[ ${#a[@]} -gt 4 && ${a[4]} == "$t" ]] && k=${d#/proc/}
-done
-[[ -n $k ]] || exit 0
-for round in {1..20}; do
-  declare -A pp=(); kill=()
-  for d in /proc/[0-9]*; do
-    read -r s 2>/dev/null < "$d/stat" || continue
-    s=${s##*) }; set -f; set -- $s; set +f
-    pp[${d#/proc/}]=$2
-  done
-  for p in "${!pp[@]}"; do
-    q=$p
-    while [[ -n ${pp[$q]-} && $q != 0 && $q != "$k" ]]; do q=${pp[$q]}; done
-    [[ $q == "$k" ]] && kill+=("$p")
-  done
-  (( ${#kill[@]} )) || exit 0
-  kill -KILL "${kill[@]}" 2>/dev/null
-  unset pp
-done
-exit 3`
 
 // sessionMode is the run's session setting (persistent unless exec).
 func (d *Daemon) sessionMode(rs *runState) catalog.SessionMode {

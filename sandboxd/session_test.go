@@ -12,6 +12,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/sandboxd"
 )
 
 // shell carries a requester's shell state from one result to the next
@@ -239,5 +240,36 @@ func TestStartStoredButNeverRunRuns(t *testing.T) {
 	}
 	if n := f.count(run, catalog.TypeToolStarted); n != 1 {
 		t.Fatalf("%d tool.started events, want the one stored before", n)
+	}
+}
+
+// TestSessionKillScript: "except" spares the named live session, "only"
+// kills the named one with its tree; the next command gets a new session
+// that says it replaced the killed one.
+func TestSessionKillScript(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("killscript")
+	name := sandboxd.ContainerName(run, "agent")
+	f.exec(run, req{cmd: "true"})
+	ss := f.sessions(run)
+	if len(ss) != 1 {
+		t.Fatalf("sessions: %+v", ss)
+	}
+	keepers := func() string {
+		return strings.TrimSpace(f.rootExec(name, "bash", "-c", "ps -eo ppid=,args= | grep -c '^ *0 .*[v]era-session:' || true"))
+	}
+	f.rootExec(name, "bash", "-c", sandboxd.SessionKillScript, "vera-test", "except", ss[0].SessionID)
+	if n := keepers(); n != "1" {
+		t.Fatalf("except killed the live session: %s keepers", n)
+	}
+	f.rootExec(name, "bash", "-c", sandboxd.SessionKillScript, "vera-test", "only", ss[0].SessionID)
+	if n := keepers(); n != "0" {
+		t.Fatalf("only left %s keepers", n)
+	}
+	if tf := f.exec(run, req{cmd: "echo again"}); tf.ExitCode != 0 || tf.Stdout.Head != "again\n" {
+		t.Fatalf("after the kill: %s", summarize(tf))
+	}
+	if ss = f.sessions(run); len(ss) != 2 || ss[1].Action != "restarted" {
+		t.Fatalf("sessions: %+v", ss)
 	}
 }

@@ -1,0 +1,5 @@
+package sandboxd
+
+// SessionKillScript is sessionKillScript, for the tests of package
+// sandboxd_test.
+const SessionKillScript = sessionKillScript
