@@ -283,7 +283,13 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 // the command's when it started no earlier than the command: start times
 // are the kernel's and no process can change its own. The command's
 // start is its keeper's start time, or, when the keeper is gone already,
-// the daemon's clock at exec creation. What this also kills: an orphan
+// the daemon's clock at exec creation. Start times count clock ticks
+// (10 ms): an orphan that started in the keeper's own tick is the
+// command's only if its pid is above the keeper's, since a pid namespace
+// hands out pids in increasing order (a background job of the previous
+// command, which can have started in the same tick when commands follow
+// each other within milliseconds, is not; the order could only be wrong
+// if the namespace's pids wrapped around within that one tick). What this also kills: an orphan
 // that another command still running in the same container (the
 // auditor's, which run concurrently) started after this one, and a child
 // that a process left behind by an earlier command started after this
@@ -332,7 +338,7 @@ for round in {1..50}; do
       [[ $par == 0 ]] && { root=$q; break; }
       q=$par
     done
-    if [[ $root == 1 ]]; then (( st[p] >= thr )) && kill+=("$p")
+    if [[ $root == 1 ]]; then (( st[p] > thr || (st[p] == thr && p > keeper) )) && kill+=("$p")
     elif [[ $root == "$keeper" ]]; then kill+=("$p")
     elif [[ -n $keeper ]]; then
       q=$p

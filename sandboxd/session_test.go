@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
@@ -271,5 +274,90 @@ func TestSessionKillScript(t *testing.T) {
 	}
 	if ss = f.sessions(run); len(ss) != 2 || ss[1].Action != "restarted" {
 		t.Fatalf("sessions: %+v", ss)
+	}
+}
+
+// TestKillScriptSameTickOrphan: start times count 10 ms ticks, so the
+// background job of the previous command can share its tick with the
+// next command's shell when commands follow each other within
+// milliseconds (TestSessionTimeoutKillsDetachedKeepsSession once failed
+// on it in CI). An orphan of the command's own tick is the command's
+// only when the namespace gave it a pid after the command's shell; one
+// from before is spared.
+func TestKillScriptSameTickOrphan(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.run("tick")
+	name := sandboxd.ContainerName(run, "agent")
+	f.exec(run, req{cmd: "true"})
+	// The fake session keeper: a Docker exec named like one, whose only
+	// child stands for the command's shell; one orphan is forked just
+	// before that child, one just after.
+	const fakeKeeper = `(setsid sleep 990 &)
+(exec sleep 991) &
+(setsid sleep 992 &)
+wait`
+	const list = `for d in /proc/[0-9]*; do
+  read -r s 2>/dev/null < "$d/stat" || continue
+  a=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)
+  case $a in "sleep 99"[0-2]" ") s=${s##*) }; set -- $s; [[ $1 == Z ]] || echo "${a% }|${d#/proc/}|${20}";; esac
+done`
+	const cleanup = `for d in /proc/[0-9]*; do
+  a=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)
+  case $a in "sleep 99"[0-2]" "|*vera-session:tick-test*) kill -KILL "${d#/proc/}";; esac
+done; true`
+	type proc struct{ pid, start int }
+	procs := func() map[string]proc {
+		m := map[string]proc{}
+		for _, line := range strings.Split(strings.TrimSpace(f.rootExec(name, "bash", "-c", list)), "\n") {
+			parts := strings.Split(line, "|")
+			if len(parts) != 3 {
+				continue
+			}
+			pid, _ := strconv.Atoi(parts[1])
+			start, _ := strconv.Atoi(parts[2])
+			m[parts[0]] = proc{pid, start}
+		}
+		return m
+	}
+	ctx := context.Background()
+	for attempt := 1; ; attempt++ {
+		f.rootExec(name, "bash", "-c", cleanup)
+		created, err := f.docker.ContainerExecCreate(ctx, name, container.ExecOptions{User: "0:0", Cmd: []string{"bash", "-p", "-c", fakeKeeper, "vera-session:tick-test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.docker.ContainerExecStart(ctx, created.ID, container.ExecStartOptions{Detach: true}); err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]proc
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if m = procs(); len(m) == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the fake session's processes did not all start: %+v", m)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		before, shell, after := m["sleep 990"], m["sleep 991"], m["sleep 992"]
+		if before.start != shell.start || after.start != shell.start {
+			if attempt == 30 {
+				t.Fatalf("in 30 attempts the three processes never started in one tick: %+v", m)
+			}
+			continue
+		}
+		if !(before.pid < shell.pid && shell.pid < after.pid) {
+			t.Fatalf("pids not in fork order: %+v", m)
+		}
+		f.rootExec(name, "bash", "-c", sandboxd.KillScript, "vera-kill", "vera-session:tick-test", strconv.FormatInt(time.Now().UnixMicro(), 10))
+		left := procs()
+		_, beforeAlive := left["sleep 990"]
+		_, shellAlive := left["sleep 991"]
+		_, afterAlive := left["sleep 992"]
+		f.rootExec(name, "bash", "-c", cleanup)
+		if !beforeAlive || shellAlive || afterAlive {
+			t.Fatalf("after the kill (attempt %d), alive: earlier orphan %v (want true), command %v, later orphan %v (want false)", attempt, beforeAlive, shellAlive, afterAlive)
+		}
+		return
 	}
 }
