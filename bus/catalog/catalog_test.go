@@ -94,6 +94,7 @@ func TestBriefTypesPresent(t *testing.T) {
 		TypeContainerLog, TypeContainerEvent, TypeLogicVerdict,
 		TypeAuditRequested, TypeAuditDecomposed, TypeAuditCheckStarted, TypeAuditCheck, TypeAuditJudged, TypeAuditFeedback,
 		TypeVerifyFastPhase, TypeVerifyFastScored,
+		TypeEvalStarted, TypeEvalTaskScored, TypeEvalFinished, TypeForkPrefix,
 		TypePolicyPreToolNudge, TypePolicyLengthNudge, TypePolicyReminder, TypePolicyChoice,
 		TypePolicyChoiceMatched, TypePolicyStagnation, TypePolicyFailureEscalation, TypePolicyDomainShift,
 		TypePolicyConclusionReady, TypePolicyFinalizationStop, TypePolicyNotesGate,

@@ -560,6 +560,61 @@ func catalogEntries() []Entry {
 				DurationMS:    14890,
 			},
 		},
+		{
+			Type:    TypeForkPrefix,
+			Summary: "Whether a fork reproduced the first steps of the run it forks.",
+			Description: "A run whose configuration has fork (vera fork, the dashboard's Fork button) serves its first at_step steps from the original's recorded model replies, runs their commands for real in its own sandbox and compares each step, its prompt and its command's result with the original's. " +
+				"The agent publishes this event once: when the prefix reproduced (before its first live model call), or at the first divergence, after which it ends the run FAILED. " +
+				"Its id is derived from the run and the fork point, so a restarted agent publishes it once.",
+			Producers: agentOnly,
+			New:       func() Payload { return new(ForkPrefix) },
+			Example: ForkPrefix{
+				From: "01JNZ8Q6R2V4X7B9C3D5E7F9G1", AtStep: 4, Reproduced: true, StepsCompared: 4, CommandsCompared: 2,
+			},
+		},
+		{
+			Type:    TypeEvalStarted,
+			Summary: "vera eval started (or resumed) an eval: a task set run with one or more profiles.",
+			Description: "Published by `vera eval` on the eval's own id (vera.run.<eval_id>.vera.eval.started) before it submits any run. " +
+				"Each run of the eval is an ordinary run whose vera.task.submitted carries the labels eval_id, eval_task and eval_profile. " +
+				"A resumed eval publishes it again with resumed true.",
+			Producers: []string{ComponentCLI},
+			New:       func() Payload { return new(EvalStarted) },
+			Example: EvalStarted{
+				Name: "release-dates", TaskSet: "tasks.jsonl", TaskSetSHA256: "9f2c1a7e5b3d4c6f8a0e2b4d6f8a1c3e5b7d9f1a3c5e7b9d1f3a5c7e9b1d3f5a",
+				Tasks: 20, Profiles: []EvalProfile{
+					{Name: "no-audit", Model: ModelConfig{BaseURL: "http://127.0.0.1:1234/v1", Name: "qwen3-14b"}, MaxSteps: 12},
+					{Name: "audit3", Model: ModelConfig{BaseURL: "http://127.0.0.1:1234/v1", Name: "qwen3-14b"}, MaxSteps: 12, Auditor: AuditorConfig{Enabled: true, MaxRounds: 3}},
+				},
+				Concurrency: 8, SubmittedBy: "cli:alice",
+			},
+		},
+		{
+			Type:    TypeEvalTaskScored,
+			Summary: "One task of an eval under one profile, scored: every answer its run submitted, and what the run cost.",
+			Description: "Published by `vera eval` once the task's run ended: each submitted answer (audit round) is scored with the task's scorer against its reference, so accuracy can be read after each verification round, not only at the end. " +
+				"Its id is derived from the eval, the task, the profile and the attempt: a resumed eval never scores a task twice.",
+			Producers: []string{ComponentCLI},
+			New:       func() Payload { return new(EvalTaskScored) },
+			Example: EvalTaskScored{
+				TaskID: "go122", Profile: "audit3", RunID: "01JNZ8Q6R2V4X7B9C3D5E7F9G1-go122-audit3", Attempt: 1, Tags: []string{"dates"}, Scorer: "contains",
+				Outcome: OutcomeResolved,
+				Rounds: []EvalRoundScore{
+					{Round: 1, Step: 3, Answer: "Go 1.22 was released in January 2024.", AnswerSHA256: "3b8a9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b", Correct: false, Score: 0, AuditScore: 2, Audited: true},
+					{Round: 2, Step: 6, Answer: "Go 1.22 was released on 2024-02-06.", AnswerSHA256: "5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e", Correct: true, Score: 1, AuditScore: 4, Accepted: true, Audited: true},
+				},
+				FinalAnswer: "Go 1.22 was released on 2024-02-06.", FinalRound: 2, Correct: true,
+				Steps: 6, ToolCalls: 3, Tokens: TokenUsage{Prompt: 18200, Completion: 940, Total: 19140}, WallMS: 48210,
+			},
+		},
+		{
+			Type:        TypeEvalFinished,
+			Summary:     "vera eval finished or was stopped: how many tasks were scored, and the accuracy table.",
+			Description: "Published by `vera eval` at its end. interrupted says it was stopped before every run ended; `vera eval --resume` goes on from the scored tasks.",
+			Producers:   []string{ComponentCLI},
+			New:         func() Payload { return new(EvalFinished) },
+			Example:     EvalFinished{Scored: 40, Expected: 40, DurationMS: 312000, Summary: "profile   first  r1    r2    r3    final\nno-audit  0.65   -     -     -     0.65\naudit3    0.65   0.75  0.80  0.80  0.80"},
+		},
 	}...)
 }
 

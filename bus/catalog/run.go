@@ -151,6 +151,7 @@ type RunConfig struct {
 	Sandbox    SandboxConfig    `json:"sandbox" jsonschema_description:"Docker sandbox settings."`
 	VerifyFast VerifyFastConfig `json:"verifyfast,omitzero" jsonschema_description:"VerifyFast settings; absent = disabled."`
 	Policy     PolicyConfig     `json:"policy,omitzero" jsonschema_description:"Policy-layer limits; absent = defaults."`
+	Fork       *ForkConfig      `json:"fork,omitempty" jsonschema_description:"Set when the run is a fork of a recorded run (vera fork): it reproduces that run's first steps, then goes on live with its own settings."`
 }
 
 // TaskSubmitted asks VERA to run a task. Its event id names nothing by

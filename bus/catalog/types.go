@@ -435,6 +435,10 @@ var typeDocs = map[reflect.Type]string{
 	reflect.TypeFor[VerifyFastError]():  "One error found by a VerifyFast check phase.",
 	reflect.TypeFor[EditArgs]():         "One operation of the file tool (edit): view, create, str_replace, insert or undo on a file of the sandbox.",
 	reflect.TypeFor[EditResult]():       "What an edit did to a file: whether it changed, the unified diff and the content digests before and after.",
+	reflect.TypeFor[EvalProfile]():      "One set of run settings an eval runs every task with (vera eval --profiles).",
+	reflect.TypeFor[EvalRoundScore]():   "The score of one submitted answer against the task's reference.",
+	reflect.TypeFor[ForkConfig]():       "Makes a run a fork of a recorded run (vera fork): the run reproduces the original's first at_step steps, then goes on live.",
+	reflect.TypeFor[ForkDivergence]():   "Where a fork's prefix departed from the original.",
 }
 
 // sharedTypes are documented once in docs/events.md and linked from field
