@@ -121,6 +121,9 @@ type Agent struct {
 	// and before its step is published; an error aborts the delivery as
 	// if the process died there.
 	afterModel func(runID string, step int) error
+	// beforeLedger, when set (tests), is called after a result's evidence
+	// was published and before its ledger lines are.
+	beforeLedger func(runID, requestID string)
 
 	mu      sync.Mutex
 	clients map[string]llm.Completer // by ModelConfig.ClientKey

@@ -698,3 +698,36 @@ func TestTaskWithASecretIsRefusedNotEchoed(t *testing.T) {
 		t.Errorf("%d model calls for refused tasks", n)
 	}
 }
+
+// TestLedgerLinesSurviveALostRace: an event of another component stored
+// between a result's evidence and its ledger lines makes their fenced
+// publish lose the race; the agent re-reads and still publishes them
+// (CI once saw a move line missing for this reason).
+func TestLedgerLinesSurviveALostRace(t *testing.T) {
+	h := newHarness(t, scriptedmodel.WithRules(byStep(fourSteps)))
+	h.tools(cwdTools)
+	a := h.newAgent("a1")
+	var once sync.Once
+	a.beforeLedger = func(runID, requestID string) {
+		once.Do(func() {
+			ev, err := h.bus.Events.New(runID, catalog.ContainerLog{Container: "c", ContainerID: "c", Stream: catalog.StreamStdout, Line: "in between", Time: time.Now()})
+			if err == nil {
+				_, err = h.bus.Publish(context.Background(), ev)
+			}
+			if err != nil {
+				t.Errorf("publish between: %v", err)
+			}
+		})
+	}
+	h.start(a)
+	h.submit("run1", catalog.RunConfig{})
+	if fin := h.waitFinished("run1"); fin.Outcome != catalog.OutcomeResolved {
+		t.Fatalf("finished = %+v", fin)
+	}
+	ds := h.events("run1")
+	assertOnce(t, ds)
+	moves := ofType[*catalog.LedgerMove](ds)
+	if len(moves) != 2 || moves[0].EvidenceID != "ev_0001" || moves[1].EvidenceID != "ev_0002" {
+		t.Errorf("moves = %+v", moves)
+	}
+}

@@ -98,10 +98,19 @@ func (a *Agent) start(ctx context.Context, v *runView) error {
 func (a *Agent) recordEvidence(ctx context.Context, v *runView) (int, error) {
 	n := 0
 	for _, reqID := range v.order {
-		if _, ok := v.evidence[reqID]; ok {
+		r := v.results[reqID]
+		moveID, queryID := bus.DeriveID(v.runID, r.ev.ID, "agent/ledger.move"), bus.DeriveID(v.runID, r.ev.ID, "agent/ledger.query")
+		if evID, ok := v.evidence[reqID]; ok {
+			// Its ledger lines follow the evidence in separate fenced
+			// publishes: a lost race between them leaves them to do.
+			if v.ids[moveID] && v.ids[queryID] {
+				continue
+			}
+			if err := a.recordLedgerLines(ctx, v, reqID, evID, r.ev.ID, moveID, queryID); err != nil {
+				return n, err
+			}
 			continue
 		}
-		r := v.results[reqID]
 		req := v.requests[reqID]
 		evID := protocol.FormatEvidenceID(r.ordinal)
 		e := catalog.EvidenceRecorded{
@@ -117,21 +126,33 @@ func (a *Agent) recordEvidence(ctx context.Context, v *runView) (int, error) {
 		if err := a.publish(ctx, v, e, bus.DeriveID(v.runID, r.ev.ID, "agent/evidence"), r.ev.ID); err != nil {
 			return n, err
 		}
-		if m, ok := v.state.MoveLine(reqID); ok {
-			m.EvidenceID = evID
-			if err := a.publish(ctx, v, m, bus.DeriveID(v.runID, r.ev.ID, "agent/ledger.move"), r.ev.ID); err != nil {
-				return n, err
-			}
+		if a.beforeLedger != nil {
+			a.beforeLedger(v.runID, reqID)
 		}
-		if q, ok := v.state.QueryLine(reqID); ok {
-			q.EvidenceID = evID
-			if err := a.publish(ctx, v, q, bus.DeriveID(v.runID, r.ev.ID, "agent/ledger.query"), r.ev.ID); err != nil {
-				return n, err
-			}
+		if err := a.recordLedgerLines(ctx, v, reqID, evID, r.ev.ID, moveID, queryID); err != nil {
+			return n, err
 		}
 		n++
 	}
 	return n, nil
+}
+
+// recordLedgerLines publishes the move and query ledger lines of a
+// result whose evidence is evID, those the run does not hold yet.
+func (a *Agent) recordLedgerLines(ctx context.Context, v *runView, reqID, evID, cause, moveID, queryID string) error {
+	if m, ok := v.state.MoveLine(reqID); ok && !v.ids[moveID] {
+		m.EvidenceID = evID
+		if err := a.publish(ctx, v, m, moveID, cause); err != nil {
+			return err
+		}
+	}
+	if q, ok := v.state.QueryLine(reqID); ok && !v.ids[queryID] {
+		q.EvidenceID = evID
+		if err := a.publish(ctx, v, q, queryID, cause); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // excerpt is the quotable part of a result: its stdout (else stderr),
