@@ -71,9 +71,9 @@ func browser(t *testing.T, path string) context.Context {
 const consoleEnd = "vera-report-test-end"
 
 // openPage writes page to a file, opens it in a new tab of the browser,
-// runs check in it, and fails the test on any error-level console message
-// or uncaught exception of the page.
-func openPage(t *testing.T, browserCtx context.Context, page string, check func(ctx context.Context)) {
+// runs check in it, and returns the page's error-level console messages
+// and uncaught exceptions.
+func openPage(t *testing.T, browserCtx context.Context, page string, check func(ctx context.Context)) []string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "report.html")
 	if err := os.WriteFile(file, []byte(page), 0o644); err != nil {
@@ -115,11 +115,18 @@ func openPage(t *testing.T, browserCtx context.Context, page string, check func(
 	}
 	select {
 	case bad := <-errs:
-		for _, b := range bad {
-			t.Errorf("page console: %s", b)
-		}
+		return bad
 	case <-ctx.Done():
 		t.Fatal("the console's end marker never arrived")
+		return nil
+	}
+}
+
+// cleanPage opens page with openPage and fails on any console error.
+func cleanPage(t *testing.T, browserCtx context.Context, page string, check func(ctx context.Context)) {
+	t.Helper()
+	for _, b := range openPage(t, browserCtx, page, check) {
+		t.Errorf("page console: %s", b)
 	}
 }
 
@@ -162,7 +169,6 @@ func readState(t *testing.T, ctx context.Context, chart, scatter string) pageSta
   const scatter = document.getElementById(` + jsString(scatter) + `);
   const s = {series: [], points: [], charts: {}, legend: [], links: [], title: document.title};
   for (const l of chart.querySelectorAll('polyline.series')) {
-    const dots = [...chart.querySelectorAll('circle.pt')].filter(c => c.dataset.profile === l.dataset.profile && c.previousElementSibling !== null);
     s.series.push({profile: l.dataset.profile, side: l.dataset.side || '', points: l.points.numberOfItems,
       width: l.getBoundingClientRect().width, dots: 0, titles: []});
     let n = l.nextElementSibling;
@@ -217,10 +223,19 @@ func chartsDrawn(t *testing.T, s pageState, ids ...string) {
 func TestHTMLInBrowser(t *testing.T) {
 	ctx := browser(t, chromium(t))
 
+	// The console check sees what it must catch.
+	t.Run("console errors caught", func(t *testing.T) {
+		bad := openPage(t, ctx, `<!DOCTYPE html><p>x</p><script>console.error("logged"); setTimeout(() => { throw new Error("thrown") }, 0)</script>`,
+			func(ctx context.Context) { time.Sleep(200 * time.Millisecond) })
+		if len(bad) != 2 || !strings.Contains(bad[0], "logged") || !strings.Contains(bad[1], "thrown") {
+			t.Errorf("caught %q, want the console.error and the exception", bad)
+		}
+	})
+
 	t.Run("report", func(t *testing.T) {
 		r := fixtureReport()
 		r.DashboardURL = "http://127.0.0.1:8080/"
-		openPage(t, ctx, renderHTML(t, r), func(ctx context.Context) {
+		cleanPage(t, ctx, renderHTML(t, r), func(ctx context.Context) {
 			s := readState(t, ctx, "chart-rounds", "chart-cost")
 			chartsDrawn(t, s, "chart-rounds", "chart-cost")
 			if len(s.Series) != 2 {
@@ -263,7 +278,7 @@ func TestHTMLInBrowser(t *testing.T) {
 	})
 
 	t.Run("hostile", func(t *testing.T) {
-		openPage(t, ctx, renderHTML(t, hostileReport()), func(ctx context.Context) {
+		cleanPage(t, ctx, renderHTML(t, hostileReport()), func(ctx context.Context) {
 			s := readState(t, ctx, "chart-rounds", "chart-cost")
 			chartsDrawn(t, s, "chart-rounds", "chart-cost")
 			if s.Scripts != 0 {
@@ -284,7 +299,7 @@ func TestHTMLInBrowser(t *testing.T) {
 
 	t.Run("compare", func(t *testing.T) {
 		page := renderCompareHTML(t, Compare(fixtureReport(), laterReport()))
-		openPage(t, ctx, page, func(ctx context.Context) {
+		cleanPage(t, ctx, page, func(ctx context.Context) {
 			s := readState(t, ctx, "chart-compare", "")
 			chartsDrawn(t, s, "chart-compare")
 			var got []string

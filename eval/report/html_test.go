@@ -158,3 +158,24 @@ func TestHTMLDataProfile(t *testing.T) {
 		t.Error("a value was filtered as unsafe")
 	}
 }
+
+// TestEmptyReport: a report with nothing scored yet renders in every form.
+func TestEmptyReport(t *testing.T) {
+	r := eval.Report{EvalID: "01JEMPTY", Tasks: 3, Expected: 3}
+	var b bytes.Buffer
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "scored    0/3 (0 infra)\n") {
+		t.Errorf("text:\n%s", b.String())
+	}
+	page := renderHTML(t, r)
+	for _, want := range []string{`<svg id="chart-rounds"`, `<p class="empty" id="table-tasks">no tasks scored</p>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if err := JSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+}
