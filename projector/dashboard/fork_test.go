@@ -1,12 +1,17 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/vera-run/vera/bus/catalog"
 )
@@ -132,5 +137,129 @@ func TestForkEndpoint(t *testing.T) {
 	}
 	if s := findSession(l, forkOrig); s == nil || strings.Join(s.Forks, ",") != resp.RunID+","+resp0.RunID {
 		t.Errorf("original listed as %+v, want forks %s then %s", s, resp.RunID, resp0.RunID)
+	}
+}
+
+// TestBrowserFork drives the page in a real headless Chromium: on a
+// recorded run, each agent step's row has "Fork here" (disabled from the
+// first audited answer on); clicking it opens the fork form at that step,
+// submitting it publishes the fork (checked on the stream) and opens the
+// new run, which shows "forked from <original> at step N" and, when the
+// agent publishes it, its prefix status; the original lists its fork.
+func TestBrowserFork(t *testing.T) {
+	path := chromium(t)
+	e := startEnv(t, false)
+	e.publishOriginal(forkOrig)
+	ctx := browser(t, path)
+
+	var jsMu sync.Mutex
+	var jsErrors []string
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	console := chromedp.Console(consoleCtx)
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		for msg, err := range console {
+			if err != nil {
+				return
+			}
+			if msg.Type == chromedp.ConsoleError || msg.Type == chromedp.ConsoleException {
+				jsMu.Lock()
+				jsErrors = append(jsErrors, string(msg.Type)+": "+msg.Text+" at "+msg.URL)
+				jsMu.Unlock()
+			}
+		}
+	}()
+	defer func() { stopConsole(); <-consoleDone }()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url+"/#token="+e.srv.Token())); err != nil {
+		t.Fatal(err)
+	}
+	sel := fmt.Sprintf(`#sessions li[data-run=%q]`, forkOrig)
+	waitJS(t, ctx, "the original listed", fmt.Sprintf(`!!document.querySelector(%s)`, jsString(sel)))
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "a Fork here control on each step, off from the audited answer", `(() => {
+		const bs = [...document.querySelectorAll('#events button.fork-here')];
+		return bs.length === 4 && bs.map((b) => b.getAttribute('data-step') + (b.disabled ? 'x' : '')).join(',') === '1,2,3x,4x';
+	})()`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#events button.fork-here[data-step="2"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the fork form at step 2", `!document.getElementById('fork-form').hidden && document.getElementById('fork-at-step').value === '2' &&
+		document.getElementById('fork-model').placeholder === 'orig-model' && !document.querySelector('#events tr.detail')`)
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#fork-model"), "other-model"),
+		chromedp.SetValue(chromedp.CSS("#fork-tool-protocol"), "text"),
+		chromedp.SetValue(chromedp.CSS("#fork-auditor"), "off"),
+		chromedp.SendKeys(chromedp.CSS("#fork-note"), "text protocol from step 3"),
+		chromedp.Click(chromedp.CSS("#fork-submit")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the fork opened with its lineage", `document.getElementById('run-id').textContent.length === 26 && document.getElementById('run-id').textContent !== `+jsString(forkOrig)+
+		` && document.getElementById('forked-from').textContent === 'forked from `+forkOrig+` at step 2 (text protocol from step 3)' && !document.getElementById('lineage').hidden`)
+	forkID := textOf(t, ctx, "run-id")
+
+	evs := e.submitted(forkID)
+	if len(evs) != 1 {
+		t.Fatalf("%d tasks on the fork %s, want 1", len(evs), forkID)
+	}
+	var d catalog.TaskSubmitted
+	if err := evs[0].DecodeData(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Fork == nil || *d.Fork != (catalog.ForkConfig{From: forkOrig, AtStep: 2, Note: "text protocol from step 3"}) ||
+		d.Model.Name != "other-model" || d.Model.ToolProtocol != catalog.ToolProtocolText || d.Auditor.Enabled || d.Labels["forked_from"] != forkOrig {
+		t.Errorf("the page's fork submitted %+v (fork %+v, labels %v)", d.RunConfig, d.Fork, d.Labels)
+	}
+	waitJS(t, ctx, "prefix pending", `document.getElementById('fork-prefix').textContent.includes('prefix not reproduced yet')`)
+	// The agent's side: the prefix reproduced.
+	e.publish(forkID, catalog.ForkPrefix{From: forkOrig, AtStep: 2, Reproduced: true, StepsCompared: 2, CommandsCompared: 1})
+	waitJS(t, ctx, "prefix status", `document.getElementById('fork-prefix').textContent === '· prefix reproduced: 2 steps, 1 commands compared'`)
+
+	// Back to the original through the lineage link: it lists its fork.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#forked-from a.run-link`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the original lists its fork", `document.getElementById('run-id').textContent === `+jsString(forkOrig)+
+		` && document.getElementById('forks').textContent === 'forks: `+forkID+`' && document.getElementById('forked-from').textContent === ''`)
+
+	// A refused fork says why in the form.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#events button.fork-here[data-step="1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the form at step 1", `!document.getElementById('fork-form').hidden && document.getElementById('fork-at-step').value === '1'`)
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#fork-at-step"), "3"),
+		chromedp.Click(chromedp.CSS("#fork-submit")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the refusal", `document.getElementById('fork-msg').textContent.includes('first audited answer at step 3') && document.getElementById('run-id').textContent === `+jsString(forkOrig))
+
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(artifactDir(t), "dashboard-fork.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", shot)
+	jsMu.Lock()
+	defer jsMu.Unlock()
+	refused := 0
+	for _, msg := range jsErrors {
+		// The refused fork's answer is logged by the browser: expected.
+		if strings.Contains(msg, "status of 400") && strings.HasSuffix(msg, "/api/runs/"+forkOrig+"/fork") {
+			refused++
+			continue
+		}
+		t.Errorf("page error: %s", msg)
+	}
+	if refused > 1 {
+		t.Errorf("%d refused forks logged, want at most 1", refused)
 	}
 }
