@@ -79,6 +79,12 @@ func TestForkRefusesBadForkPoints(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "is not empty") {
 		t.Errorf("fork into a non-empty work dir: exit %d: %s", code, errOut)
 	}
+
+	// Without --nats-url the embedded bus of the data dir is read.
+	_, errOut, code = runCLI(t, "fork", forkOrigRun, "--at-step", "1", "--data-dir", t.TempDir())
+	if code != exitUsage || !strings.Contains(errOut, "run "+forkOrigRun+": no such run on this bus") {
+		t.Errorf("fork from an empty embedded bus: exit %d: %s", code, errOut)
+	}
 }
 
 // TestForkSubmitsAndFollows: a fork's vera.task.submitted is the
