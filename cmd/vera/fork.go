@@ -49,7 +49,7 @@ type forkFlags struct {
 
 func (f *forkFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.IntVar(&f.atStep, "at-step", -1, "how many steps of RUN the fork reproduces before it goes on live (0 = none: the same task with the new settings from the start) (required)")
+	fl.IntVar(&f.atStep, "at-step", 0, "how many steps of RUN the fork reproduces before it goes on live (0 = none: the same task with the new settings from the start) (required)")
 	fl.StringVar(&f.note, "note", "", "why you fork, in your words (kept in the fork's settings)")
 	fl.StringVar(&f.workDir, "work-dir", "", "the fork's work dir, empty or new (default: a sibling of RUN's work dir named <its name>-fork-<the new run id's last 8 characters>)")
 	fl.StringVar(&f.model, "model", "", "the agent's model from the step after the fork point (default: RUN's)")
