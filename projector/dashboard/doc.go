@@ -48,6 +48,7 @@
 //	POST /api/sessions              new session → Session (201)
 //	POST /api/runs/{id}/start       StartRequest → StartResponse (201), 409 once started
 //	POST /api/runs/{id}/cancel      CancelRequest → vera.run.cancelled (202)
+//	POST /api/runs/{id}/fork        ForkRequest → ForkResponse (201): a fork of the run
 //	GET  /api/runs/{id}/events      SSE: the run's events (live=1: and its replies as they stream)
 //	GET  /api/events                SSE: every run's events
 //	GET  /api/metrics               projector.Metrics as JSON (404 without Metrics)
@@ -81,6 +82,27 @@
 // template's agent model settings for that run and are checked as the
 // catalogue checks them (400 otherwise); GET /api/config shows the
 // template's in model_settings.
+//
+// # Forks
+//
+// POST /api/runs/{id}/fork starts a fork of a recorded run (what `vera
+// fork` does; both build it with internal/forkspec): a new run that
+// reproduces the run's first at_step steps from the recording (its
+// commands executed again in a fresh sandbox, each step compared) and
+// then goes on live with the request's model, tool_protocol, auditor,
+// audit_rounds (absent: the original's effective settings, from its
+// vera.run.started) and note. The server checks the fork point as the
+// CLI does (0 to the run's step count, before its first audited answer:
+// 400 otherwise; 404 for an unknown run, 409 for one not started yet),
+// picks a new ULID and its work dir DataDir/runs/<new id>/work, and
+// publishes vera.task.submitted with fork {from, at_step, note}, the
+// labels forked_from and fork_at_step, submitted_by dashboard. The page
+// has a "Fork here" control on each agent step's row (disabled from the
+// first audited answer on) that opens a form at that step and, once the
+// fork is made, opens it. A run that is a fork shows "forked from
+// <original> at step N" and its vera.fork.prefix (reproduced, or where it
+// diverged); the session list carries forked_from, fork_at_step and, on
+// the original, forks (the runs that fork it), which the page links to.
 //
 // # Bounded reading
 //

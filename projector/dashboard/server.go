@@ -334,6 +334,7 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /api/runs/{id}/events", s.reading(s.handleRunEvents))
 		mux.HandleFunc("POST /api/runs/{id}/start", s.mutating(s.handleStart))
 		mux.HandleFunc("POST /api/runs/{id}/cancel", s.mutating(s.handleCancel))
+		mux.HandleFunc("POST /api/runs/{id}/fork", s.mutating(s.handleFork))
 		mux.HandleFunc("GET /api/metrics", s.reading(s.handleMetrics))
 		mux.HandleFunc("GET /api/blobs/{digest}", s.reading(s.handleBlob))
 		if s.opts.Metrics != nil {

@@ -50,7 +50,13 @@ type Session struct {
 	// dashboard has one (Options.TraceURL).
 	TraceID  string `json:"trace_id"`
 	TraceURL string `json:"trace_url,omitempty"`
-	created  time.Time
+	// ForkedFrom and ForkAtStep are set on a fork (its task's fork):
+	// the run it forks and the fork point. Forks lists the runs that
+	// fork this one, oldest first.
+	ForkedFrom string   `json:"forked_from,omitempty"`
+	ForkAtStep int      `json:"fork_at_step,omitempty"`
+	Forks      []string `json:"forks,omitempty"`
+	created    time.Time
 }
 
 // SessionList is the answer of GET /api/sessions. LastSeq is the last
@@ -121,6 +127,9 @@ func (x *sessionIndex) refresh(ctx context.Context) error {
 			_ = ev.DecodeData(&d)
 			s.Seq, s.SubmittedBy, s.SubmittedAt = rec.Sequence, d.SubmittedBy, ev.Time
 			s.Title = cut(d.Task, 200)
+			if d.Fork != nil && d.Fork.From != "" {
+				s.ForkedFrom, s.ForkAtStep = d.Fork.From, d.Fork.AtStep
+			}
 		case catalog.TypeRunStarted:
 			if s.State == StateSubmitted {
 				s.State = StateRunning
@@ -162,6 +171,17 @@ func (x *sessionIndex) list(ctx context.Context) ([]Session, uint64, error) {
 	slices.SortFunc(out[n:], func(a, b Session) int {
 		return cmp.Or(b.SubmittedAt.Compare(a.SubmittedAt), strings.Compare(b.RunID, a.RunID))
 	})
+	// Each run lists its forks (the list is newest first: walk it
+	// backwards for oldest first).
+	at := make(map[string]int, len(out)-n)
+	for i := n; i < len(out); i++ {
+		at[out[i].RunID] = i
+	}
+	for i := len(out) - 1; i >= n; i-- {
+		if j, ok := at[out[i].ForkedFrom]; ok && out[i].ForkedFrom != "" {
+			out[j].Forks = append(out[j].Forks, out[i].RunID)
+		}
+	}
 	return out, x.last, nil
 }
 

@@ -109,6 +109,7 @@ async function loadSessions() {
     sessions = j.sessions || [];
     renderSessions();
     renderTraceLink();
+    renderLineage();
     if (!lifecycleES) watchLifecycle(j.last_seq || 0);
   } catch (e) {
     setConn(false, 'sessions: ' + e.message);
@@ -127,7 +128,9 @@ function renderSessions() {
     const when = s.submitted_at ? new Date(s.submitted_at).toLocaleString() : 'not started';
     const li = el('li', { 'data-run': s.run_id, title: s.run_id },
       el('span', { class: 'title' }, s.title || '(new session)'),
-      el('span', { class: 'meta' }, [s.state, s.outcome, s.submitted_by, when].filter(Boolean).join(' · ')),
+      el('span', { class: 'meta' }, [s.state, s.outcome, s.submitted_by, when,
+        s.forked_from ? 'fork of ' + short(s.forked_from, 10) + ' at step ' + (s.fork_at_step || 0) : '',
+        s.forks && s.forks.length ? s.forks.length + (s.forks.length === 1 ? ' fork' : ' forks') : ''].filter(Boolean).join(' · ')),
       el('span', { class: 'meta mono' }, ' ' + s.run_id));
     if (cur && cur.id === s.run_id) li.classList.add('selected');
     li.addEventListener('click', () => selectRun(s.run_id));
@@ -166,6 +169,7 @@ let cur = null;
 function newRunState(id) {
   return {
     id, es: null, submitted: false, state: 'new',
+    fork: null, forkPrefix: null, firstAudit: 0, forkButtons: [], config: null,
     calls: new Map(), latest: new Map(), pendingLive: new Map(), liveCall: null, audits: new Map(), eventRows: 0, logLines: 0,
     m: { events: 0, malformed: 0, steps: 0, modelCalls: 0, modelErrors: 0, tokens: {}, tools: 0, toolFailures: 0,
       evidence: 0, notes: 0, repeats: 0, verdicts: 0, auditRounds: 0, lastScore: null, bestScore: null,
@@ -185,6 +189,9 @@ function resetPanels() {
   $('event-count').textContent = '';
   $('max-steps').value = '';
   for (const id of MODEL_FIELDS) $(id).value = '';
+  $('fork-form').hidden = true;
+  $('fork-msg').textContent = '';
+  $('lineage').hidden = true;
 }
 
 // templateText describes the settings of runs started here; a submitted
@@ -211,6 +218,7 @@ function selectRun(id, knownState) {
   const state = knownState || (s ? s.state : 'unknown');
   setRunState(run, state);
   renderTraceLink();
+  renderLineage();
   // Editable only for a session known to have no task yet.
   lockTask(state !== 'new', state === 'new' ? '' : 'loading…');
   renderSessions();
@@ -365,6 +373,7 @@ function summary(ev) {
     case 'vera.container.log': return d.stream + ' ' + short(d.line, 200);
     case 'vera.notes.appended': return short(d.text, 200);
     case 'vera.evidence.recorded': return d.evidence_id + ' ' + short(d.command, 160);
+    case 'vera.fork.prefix': return forkPrefixText(d);
     case 'vera.run.finished': return d.outcome + ' ' + (d.answer_file ? answerFileText(d) + ' ' : '') + short(d.reason || d.answer || '', 160);
     default: {
       const parts = [];
@@ -384,7 +393,7 @@ function addEventRow(run, seq, ev, cls) {
     el('td', { class: 'mono' }, fmtTime(ev.time)),
     el('td', { class: 'mono' }, String(ev.type).replace(/^vera\./, '')),
     el('td', null, ev.source || ''),
-    el('td', null, summary(ev)));
+    el('td', null, forkButton(run, ev), summary(ev)));
   tr.addEventListener('click', () => {
     const next = tr.nextSibling;
     if (next && next.classList.contains('detail')) { next.remove(); return; }
@@ -420,9 +429,23 @@ function onEvent(run, ev, seq) {
         $('template').textContent = settingsText((d.model || {}).name, (d.auditor || {}).enabled,
           (d.verifyfast || {}).enabled, (d.sandbox || {}).network);
         if (run.state === 'new' || run.state === 'unknown') setRunState(run, 'submitted');
+        run.fork = d.fork || null;
+        renderLineage();
       }
       break;
-    case 'vera.run.started': if (run.state !== 'finished') setRunState(run, 'running'); break;
+    case 'vera.run.started':
+      if (!run.config) run.config = d.config || null;
+      if (run.state !== 'finished') setRunState(run, 'running');
+      break;
+    case 'vera.audit.requested':
+      if (d.candidate_step > 0 && (!run.firstAudit || d.candidate_step < run.firstAudit)) {
+        run.firstAudit = d.candidate_step;
+        for (const b of run.forkButtons) markForkButton(run, b);
+      }
+      break;
+    case 'vera.fork.prefix':
+      if (!run.forkPrefix) { run.forkPrefix = d; renderLineage(); }
+      break;
     case 'vera.run.cancelled': if (run.state !== 'finished') setRunState(run, 'cancelled'); break;
     case 'vera.run.finished':
       setRunState(run, 'finished');
@@ -789,6 +812,124 @@ function templateSettings(ms) {
   $('seed').placeholder = ms.seed ?? 'none';
   $('tool-protocol').options[0].textContent = 'default (' + (ms.tool_protocol || 'auto') + ')';
   $('stream').options[0].textContent = 'default (' + (ms.stream === false ? 'off' : 'on') + ')';
+}
+
+// ---- forks -------------------------------------------------------------------
+
+// forkButton is the "Fork here" control of an agent step's row (null for
+// other rows): it opens the fork form at that step.
+function forkButton(run, ev) {
+  if (ev.type !== 'vera.agent.step' || !ev.data || !(ev.data.step > 0)) return null;
+  const b = el('button', { type: 'button', class: 'fork-here', 'data-step': String(ev.data.step) }, 'Fork here');
+  b.addEventListener('click', (e) => {
+    e.stopPropagation();
+    if (!b.disabled) openForkForm(run, ev.data.step);
+  });
+  run.forkButtons.push(b);
+  markForkButton(run, b);
+  return b;
+}
+
+// markForkButton disables the control of a step at or after the run's
+// first audited answer: a fork must branch before it.
+function markForkButton(run, b) {
+  const step = parseInt(b.getAttribute('data-step'), 10);
+  b.disabled = run.firstAudit > 0 && step >= run.firstAudit;
+  b.title = b.disabled
+    ? 'a fork must branch before the first audited answer (step ' + run.firstAudit + ')'
+    : 'start a new run that reproduces steps 1-' + step + ' from the recording, then goes on live';
+}
+
+function openForkForm(run, step) {
+  if (cur !== run) return;
+  const c = run.config || {};
+  $('fork-at-step').value = step;
+  $('fork-model').value = '';
+  $('fork-model').placeholder = ((c.model || {}).name) || 'as the run';
+  $('fork-tool-protocol').value = '';
+  $('fork-tool-protocol').options[0].textContent = 'as the run (' + (((c.model || {}).tool_protocol) || 'auto') + ')';
+  $('fork-auditor').value = '';
+  $('fork-auditor').options[0].textContent = 'as the run (' + (((c.auditor || {}).enabled) ? 'on' : 'off') + ')';
+  $('fork-audit-rounds').value = '';
+  $('fork-audit-rounds').placeholder = String(((c.auditor || {}).max_rounds) ?? '');
+  $('fork-note').value = '';
+  $('fork-msg').textContent = '';
+  $('fork-msg').className = 'msg';
+  $('fork-submit').disabled = false;
+  $('fork-form').hidden = false;
+  $('fork-form').scrollIntoView({ block: 'nearest' });
+}
+
+$('fork-close').addEventListener('click', () => { $('fork-form').hidden = true; });
+
+$('fork-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  if (!cur) return;
+  const run = cur;
+  const v = (id) => $(id).value.trim();
+  const body = { at_step: parseInt(v('fork-at-step'), 10) };
+  if (v('fork-model')) body.model = v('fork-model');
+  if (v('fork-tool-protocol')) body.tool_protocol = v('fork-tool-protocol');
+  if (v('fork-auditor')) body.auditor = v('fork-auditor') === 'on';
+  if (v('fork-audit-rounds') !== '') body.audit_rounds = parseInt(v('fork-audit-rounds'), 10);
+  if (v('fork-note')) body.note = v('fork-note');
+  $('fork-submit').disabled = true;
+  const r = await api('POST', '/api/runs/' + encodeURIComponent(run.id) + '/fork', body);
+  if (r.status === 201) {
+    await loadSessions();
+    selectRun(r.json.run_id);
+    return;
+  }
+  $('fork-submit').disabled = false;
+  const m = $('fork-msg');
+  m.textContent = r.status === 401 ? 'Enter the token printed by vera at start (top right).' : (r.json.error || ('HTTP ' + r.status));
+  m.className = 'msg error';
+});
+
+function forkPrefixText(d) {
+  if (d.reproduced) return 'prefix reproduced: ' + d.steps_compared + ' steps, ' + d.commands_compared + ' commands compared';
+  const v = d.divergence || {};
+  return 'prefix diverged at step ' + (v.step ?? '?') + ' (' + (v.kind || '?') + '): ' + short(v.detail || '', 300) +
+    (v.recorded || v.replayed ? ' — recorded: ' + short(v.recorded || '', 200) + ' · replayed: ' + short(v.replayed || '', 200) : '');
+}
+
+// runLink is a link that opens run id in this page.
+function runLink(id) {
+  const a = el('a', { class: 'mono run-link', 'data-run': id }, id);
+  a.href = '#run=' + encodeURIComponent(id);
+  a.addEventListener('click', (e) => { e.preventDefault(); selectRun(id); });
+  return a;
+}
+
+// renderLineage shows where the selected run forks from (its task's
+// fork), its prefix's status (vera.fork.prefix), and the runs that fork
+// it (the session list's forks).
+function renderLineage() {
+  const box = $('lineage');
+  const from = $('forked-from'), prefix = $('fork-prefix'), forks = $('forks');
+  clear(from); clear(prefix); clear(forks);
+  if (!cur) { box.hidden = true; return; }
+  const run = cur;
+  if (run.fork) {
+    from.append('forked from ', runLink(run.fork.from), ' at step ' + run.fork.at_step + (run.fork.note ? ' (' + run.fork.note + ')' : ''));
+    if (run.forkPrefix) {
+      prefix.className = run.forkPrefix.reproduced ? 'reproduced' : 'diverged';
+      prefix.append('· ' + forkPrefixText(run.forkPrefix));
+    } else {
+      prefix.className = 'hint';
+      prefix.append('· prefix not reproduced yet');
+    }
+  }
+  const s = sessions.find((x) => x.run_id === run.id);
+  const list = (s && s.forks) || [];
+  if (list.length > 0) {
+    forks.append(run.fork ? ' · forks: ' : 'forks: ');
+    list.forEach((id, i) => {
+      if (i > 0) forks.append(', ');
+      forks.append(runLink(id));
+    });
+  }
+  box.hidden = !run.fork && list.length === 0;
 }
 
 // ---- start -----------------------------------------------------------------

@@ -1,0 +1,466 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/eventfmt"
+	"github.com/vera-run/vera/internal/forkspec"
+	"github.com/vera-run/vera/internal/wiring"
+	"github.com/vera-run/vera/projector"
+)
+
+func init() { register(newForkCmd) }
+
+// forkFlags are the settings of one `vera fork`.
+type forkFlags struct {
+	atStep        int
+	note          string
+	workDir       string
+	model         string
+	modelBaseURL  string
+	apiKeyEnv     string
+	modelSettings modelSettingsFlags
+	auditor       bool
+	noAuditor     bool
+	auditRounds   int
+	maxSteps      int
+
+	notesInterval, stagnationLimit, failureEscalation, queryFamilyLimit int
+
+	runID               string
+	labels              map[string]string
+	jsonOut             bool
+	showReasoning       bool
+	dataDir, natsListen string
+}
+
+func (f *forkFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.atStep, "at-step", 0, "how many steps of RUN the fork reproduces before it goes on live (0 = none: the same task with the new settings from the start) (required)")
+	fl.StringVar(&f.note, "note", "", "why you fork, in your words (kept in the fork's settings)")
+	fl.StringVar(&f.workDir, "work-dir", "", "the fork's work dir, empty or new (default: a sibling of RUN's work dir named <its name>-fork-<the new run id's last 8 characters>)")
+	fl.StringVar(&f.model, "model", "", "the agent's model from the step after the fork point (default: RUN's)")
+	fl.StringVar(&f.modelBaseURL, "model-base-url", "", "its OpenAI-compatible server (default: RUN's)")
+	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "NAME of the environment variable holding that server's API key (default: RUN's)")
+	f.modelSettings.register(cmd, "", "the agent's model after the fork point (default: RUN's setting)", true)
+	fl.BoolVar(&f.auditor, "auditor", false, "audit candidate answers with the DeepVerifier auditor (default: as RUN)")
+	fl.BoolVar(&f.noAuditor, "no-auditor", false, "do not audit candidate answers (default: as RUN)")
+	fl.IntVar(&f.auditRounds, "audit-rounds", 0, "audit rounds allowed (0 = the default, 3) (default: RUN's)")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "step budget of the whole fork, its reproduced steps included; 0 = unlimited (default: RUN's)")
+	fl.IntVar(&f.notesInterval, "notes-interval", 0, "steps between required notes appends (default: RUN's)")
+	fl.IntVar(&f.stagnationLimit, "stagnation-limit", 0, "UNRESOLVED turns without new evidence before a tool is forced (default: RUN's)")
+	fl.IntVar(&f.failureEscalation, "failure-escalation-limit", 0, "repeats of one failure before escalation (default: RUN's)")
+	fl.IntVar(&f.queryFamilyLimit, "query-family-limit", 0, "queries of one family before a mutation is required (default: RUN's)")
+	fl.StringVar(&f.runID, "run-id", "", "id of the new run (default: a fresh ULID)")
+	fl.StringToStringVar(&f.labels, "label", nil, "extra labels of the fork, k=v (repeatable); forked_from and fork_at_step are always set")
+	fl.BoolVar(&f.jsonOut, "json", false, "print every event of the fork as one JSON line instead of the readable view")
+	fl.BoolVar(&f.showReasoning, "show-reasoning", false, "print each step's reasoning in full")
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "without --nats-url: where the embedded bus keeps its store, DIR/nats (env VERA_DATA_DIR)")
+	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "without --nats-url: address of the embedded NATS server (port 0 = a free one)")
+}
+
+// overrides are the settings the flags change (only the flags given).
+func (f *forkFlags) overrides(cmd *cobra.Command) (forkspec.Overrides, error) {
+	changed := cmd.Flags().Changed
+	ov := forkspec.Overrides{Model: f.model, ModelBaseURL: f.modelBaseURL, APIKeyEnv: f.apiKeyEnv}
+	switch {
+	case f.auditor && f.noAuditor:
+		return ov, errors.New("give --auditor or --no-auditor, not both")
+	case changed("auditor"):
+		ov.Auditor = &f.auditor
+	case changed("no-auditor"):
+		off := !f.noAuditor
+		ov.Auditor = &off
+	}
+	ints := []struct {
+		flag string
+		v    *int
+		dst  **int
+	}{
+		{"audit-rounds", &f.auditRounds, &ov.AuditRounds},
+		{"max-steps", &f.maxSteps, &ov.MaxSteps},
+		{"notes-interval", &f.notesInterval, &ov.NotesInterval},
+		{"stagnation-limit", &f.stagnationLimit, &ov.StagnationLimit},
+		{"failure-escalation-limit", &f.failureEscalation, &ov.FailureEscalationLimit},
+		{"query-family-limit", &f.queryFamilyLimit, &ov.QueryFamilyLimit},
+	}
+	for _, i := range ints {
+		if changed(i.flag) {
+			if *i.v < 0 {
+				return ov, fmt.Errorf("--%s must be 0 or more, got %d", i.flag, *i.v)
+			}
+			*i.dst = i.v
+		}
+	}
+	return ov, nil
+}
+
+func newForkCmd(g *globals) *cobra.Command {
+	var f forkFlags
+	var sf sandboxFlags
+	var vf verifierFlags
+	var af agentFlags
+	cmd := &cobra.Command{
+		Use:   "fork RUN --at-step N [--model NAME] [--tool-protocol P] [--auditor|--no-auditor] [--note TEXT]",
+		Short: "Start a new run that reproduces the first N steps of a recorded run, then goes on live with other settings",
+		Long: `Fork a recorded run at a step: a NEW run that reproduces RUN's first N steps,
+then goes on live from step N+1 with the settings you change here (another
+model, tool protocol, auditor, budget or policy limits). It answers "what
+would have happened from here with...?" without running the start again.
+
+  - The first N steps are not asked of a model: the agent serves RUN's
+    recorded replies, step by step.
+  - Their commands and edits are executed for real, in a fresh sandbox and
+    a new, empty work dir, so the fork's files are its own.
+  - Each reproduced step (its prompt, its action, its command's result) is
+    compared with RUN's. When all N match, the agent publishes
+    vera.fork.prefix (reproduced) and goes on live; at the first difference
+    it publishes vera.fork.prefix with the divergence (step, kind, detail,
+    recorded vs replayed) and ends the fork FAILED: a prefix that does not
+    reproduce (a web page changed, a command is not deterministic) would
+    make the comparison meaningless.
+  - Settings apply after step N; everything you do not change is RUN's
+    effective configuration (its vera.run.started): task, input dir,
+    sandbox, model and policy.
+  - A fork must branch before RUN's first audited answer (the step of its
+    first vera.audit.requested): the recording holds the agent's replies,
+    not an audit to replay. N is 0 to RUN's step count, below that step.
+
+The fork's work dir is --work-dir (it must be empty or new), else a sibling
+of RUN's work dir named <its name>-fork-<the new run id's last 8
+characters>. Its vera.task.submitted carries fork: {from, at_step, note}
+and the labels forked_from=RUN and fork_at_step=N.
+
+Like vera run: without --nats-url (and NATS_URL) the embedded bus (store in
+--data-dir/nats) and every component start in this process; with --nats-url
+the fork is submitted to a running vera up, whose components must see the
+work dir at the same path. The fork is followed with vera run's view, plus a
+line when vera.fork.prefix arrives. Ctrl-C cancels the fork.
+
+Exit status:
+  0  RESOLVED
+  1  VERA failed (no bus, a component stopped)
+  2  bad flags or arguments (unknown run, step out of range, step at or
+     after the first audited answer)
+  3  UNRESOLVED(reason)
+  4  FAILED, also when the prefix did not reproduce (the divergence is printed)
+  5  cancelled`,
+		Example: `  vera fork 01JNZ8Q6R2V4X7B9C3D5E7F9G1 --at-step 4 --model qwen3-32b --note "a bigger model from step 5"
+  vera fork 01JNZ8Q6R2V4X7B9C3D5E7F9G1 --at-step 2 --tool-protocol text --no-auditor --work-dir ./work/fork-text
+  vera fork --nats-url nats://127.0.0.1:4222 01JNZ8Q6R2V4X7B9C3D5E7F9G1 --at-step 0 --auditor --audit-rounds 5`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("at-step") {
+				return usageError{errors.New("--at-step N is required: how many of the run's steps the fork reproduces")}
+			}
+			if f.atStep < 0 {
+				return usageError{fmt.Errorf("--at-step must be 0 or more, got %d", f.atStep)}
+			}
+			if err := bus.ValidateRunID(args[0]); err != nil {
+				return usageError{fmt.Errorf("RUN: %w", err)}
+			}
+			if f.runID != "" {
+				if err := bus.ValidateRunID(f.runID); err != nil {
+					return usageError{fmt.Errorf("--run-id: %w", err)}
+				}
+			}
+			if err := vf.validate(); err != nil {
+				return err
+			}
+			log, err := g.quietLogger(cmd)
+			if err != nil {
+				return err
+			}
+			return forkTask(cmd.Context(), g, cmd, args[0], f, sf, vf, af, log)
+		},
+	}
+	f.register(cmd)
+	sf.register(cmd)
+	vf.register(cmd)
+	af.register(cmd)
+	for _, name := range []string{"network", "user", "keep-containers", "memory", "pids", "cpus", "concurrency", "repetition-window", "hybrid",
+		"verifyfast-settings", "verifyfast-strategy", "agent-id", "agent-concurrency", "tool-timeout"} {
+		if fl := cmd.Flags().Lookup(name); fl != nil {
+			fl.Hidden = true
+		}
+	}
+	return cmd
+}
+
+// forkConfig reads the original and builds the fork's task (see
+// forkspec.Build), with the fork's work dir created.
+func forkConfig(ctx context.Context, b *bus.Bus, cmd *cobra.Command, original, newID string, f forkFlags) (catalog.TaskSubmitted, forkspec.Original, error) {
+	orig, err := forkspec.Read(ctx, b, original)
+	switch {
+	case errors.Is(err, forkspec.ErrUnknownRun) || errors.Is(err, forkspec.ErrNotStarted) || errors.Is(err, forkspec.ErrInvalid):
+		return catalog.TaskSubmitted{}, orig, usageError{err}
+	case err != nil:
+		return catalog.TaskSubmitted{}, orig, err
+	}
+	if err := orig.CheckAtStep(f.atStep); err != nil {
+		return catalog.TaskSubmitted{}, orig, usageError{fmt.Errorf("--at-step: %w", err)}
+	}
+	ov, err := f.overrides(cmd)
+	if err != nil {
+		return catalog.TaskSubmitted{}, orig, usageError{err}
+	}
+	work := f.workDir
+	if work == "" {
+		work = forkspec.DefaultWorkDir(orig.Started.Config.WorkDir, newID)
+	}
+	if work, err = filepath.Abs(work); err != nil {
+		return catalog.TaskSubmitted{}, orig, usageError{fmt.Errorf("--work-dir: %w", err)}
+	}
+	by := "cli"
+	if u := os.Getenv("USER"); u != "" {
+		by = "cli:" + u
+	}
+	sub, err := forkspec.Build(orig, forkspec.Spec{AtStep: f.atStep, Note: f.note, WorkDir: work, SubmittedBy: by, Labels: f.labels, Overrides: ov})
+	if err != nil {
+		return catalog.TaskSubmitted{}, orig, usageError{err}
+	}
+	if err := f.modelSettings.apply(&sub.Model); err != nil {
+		return catalog.TaskSubmitted{}, orig, usageError{err}
+	}
+	if err := sub.ValidateSecrets(); err != nil {
+		return catalog.TaskSubmitted{}, orig, usageError{err}
+	}
+	// The prefix re-runs the original's commands from an empty /work.
+	if ents, err := os.ReadDir(work); err == nil && len(ents) > 0 {
+		return catalog.TaskSubmitted{}, orig, usageError{fmt.Errorf("the fork's work dir %s is not empty: the reproduced steps must start from an empty /work (give --work-dir a new directory)", work)}
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return catalog.TaskSubmitted{}, orig, fmt.Errorf("create the fork's work dir: %w", err)
+	}
+	return sub, orig, nil
+}
+
+// forkTask reads the original, submits the fork and follows it (see
+// newForkCmd). Its bus and component handling is runTask's; it differs in
+// reading the original on the same connection before it submits.
+func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original string, f forkFlags,
+	sf sandboxFlags, vf verifierFlags, af agentFlags, log *slog.Logger) error {
+	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
+	url := g.natsURL
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if !external {
+		eb, err := startEmbedded(ctx, g, f.dataDir, f.natsListen, "vera-fork", log)
+		if err != nil {
+			return fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
+		}
+		defer eb.srv.Shutdown()
+		url = eb.srv.ClientURL()
+	} else {
+		g.credsDataDir = f.dataDir
+	}
+	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.dataDir, catalog.ComponentCLI), Source: catalog.ComponentCLI, Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	runID := f.runID
+	if runID == "" {
+		runID = b.Options().IDs.NewID(b.Options().Clock.Now())
+	}
+	sub, orig, err := forkConfig(ctx, b, cmd, original, runID, f)
+	if err != nil {
+		return err
+	}
+	cfg := sub.RunConfig
+
+	var s *stack
+	if !external {
+		s = newStack(g, url, log)
+		scfg := sf.config(f.dataDir, g)
+		scfg.WorkRoots = append(scfg.WorkRoots, cfg.WorkDir)
+		if cfg.InputDir != "" {
+			scfg.InputRoots = append(scfg.InputRoots, cfg.InputDir)
+		}
+		set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
+		if err := verifierSet(&set, vf, log); err != nil {
+			return err
+		}
+		s.start(cctx, set)
+		defer func() {
+			cancel()
+			if err := s.wait(); err != nil {
+				log.Warn("components stopped with errors", "err", err)
+			}
+		}()
+	}
+
+	ev, err := b.Events.New(runID, sub)
+	if err != nil {
+		return err
+	}
+	if _, err := b.Publish(ctx, ev, bus.ExpectLastSequence(bus.SubjectRoot+"."+runID+".>", 0)); err != nil {
+		if errors.Is(err, bus.ErrConflict) {
+			return usageError{fmt.Errorf("run %s already exists: pick another --run-id", runID)}
+		}
+		return fmt.Errorf("submit the fork: %w", err)
+	}
+	w := &lockedWriter{w: g.stdout}
+	if !f.jsonOut {
+		fmt.Fprintf(w, "run %s submitted: a fork of run %s at step %d of %d: %s\n", runID, original, cfg.Fork.AtStep, orig.Steps, oneLine(cfg.Task, 100))
+		fmt.Fprintf(w, "  steps 1-%d from the recording (commands re-run, each step compared), then live\n", cfg.Fork.AtStep)
+		fmt.Fprintf(w, "  work dir %s · model %s at %s · max steps %s · auditor %s\n", cfg.WorkDir, cfg.Model.Name, cfg.Model.BaseURL, stepsText(cfg.MaxSteps), onOff(cfg.Auditor.Enabled))
+		if set := modelSettingsText(cfg.Model); set != "" {
+			fmt.Fprintf(w, "  model settings: %s\n", set)
+		}
+		if cfg.Fork.Note != "" {
+			fmt.Fprintf(w, "  note: %s\n", oneLine(cfg.Fork.Note, 200))
+		}
+		if external {
+			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, runID)
+		}
+	}
+	var pw *prefixWatch
+	if !f.jsonOut {
+		pw = watchForkPrefix(ctx, b, runID, w)
+	}
+	fin, err := followRun(ctx, b, runID, w, g.stderr, followOptions{jsonOut: f.jsonOut, external: external, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)}, s)
+	if pw != nil {
+		pw.finish(ctx, b)
+	}
+	if err == nil && !external {
+		waitConsumerIdle(ctx, b, projector.FilesDurable, 15*time.Second, log)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer pcancel()
+			cev, cerr := b.Events.New(runID, catalog.RunCancelled{RequestedBy: sub.SubmittedBy, Reason: "interrupted (Ctrl-C)"})
+			if cerr == nil {
+				_, cerr = b.Publish(pctx, cev)
+			}
+			if cerr != nil {
+				return exitError{code: exitCancelled, err: fmt.Errorf("interrupted; cancelling run %s failed: %w", runID, cerr)}
+			}
+			fmt.Fprintf(g.stderr, "\nrun %s cancelled\n", runID)
+			return exitError{code: exitCancelled}
+		}
+		return err
+	}
+	switch {
+	case fin == nil:
+		fmt.Fprintf(g.stderr, "run %s was cancelled\n", runID)
+		return exitError{code: exitCancelled}
+	case fin.Outcome == catalog.OutcomeResolved:
+		return nil
+	case fin.Outcome == catalog.OutcomeUnresolved:
+		return exitError{code: exitUnresolved}
+	default:
+		return exitError{code: exitRunFailed}
+	}
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// lockedWriter serialises the lines of the run view and of the prefix
+// watch, which print from two goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// prefixWatch prints the fork's vera.fork.prefix when it arrives.
+type prefixWatch struct {
+	w      io.Writer
+	runID  string
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	printed bool
+}
+
+// watchForkPrefix follows run's vera.fork.prefix and prints it on w.
+func watchForkPrefix(ctx context.Context, b *bus.Bus, runID string, w io.Writer) *prefixWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	pw := &prefixWatch{w: w, runID: runID, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(pw.done)
+		for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: runID, Types: []string{catalog.TypeForkPrefix}, Follow: true}) {
+			if err != nil || pw.print(rec) {
+				return
+			}
+		}
+	}()
+	return pw
+}
+
+// finish stops the watch; when it printed nothing (the run ended before
+// the record reached it), the stored record, if any, is printed.
+func (pw *prefixWatch) finish(ctx context.Context, b *bus.Bus) {
+	pw.cancel()
+	<-pw.done
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for rec, err := range b.Read(rctx, bus.ReadOptions{RunID: pw.runID, Types: []string{catalog.TypeForkPrefix}, Direct: true}) {
+		if err != nil || pw.print(rec) {
+			return
+		}
+	}
+}
+
+// print prints the record once; it reports whether a prefix was printed
+// (now or before).
+func (pw *prefixWatch) print(rec bus.Record) bool {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if pw.printed {
+		return true
+	}
+	if rec.Err != nil {
+		return false
+	}
+	var d catalog.ForkPrefix
+	if err := rec.Event.DecodeData(&d); err != nil {
+		return false
+	}
+	pw.printed = true
+	fmt.Fprintln(pw.w, eventfmt.TerminalSafe(forkPrefixText(&d)))
+	return true
+}
+
+// forkPrefixText is the view's lines for a vera.fork.prefix.
+func forkPrefixText(d *catalog.ForkPrefix) string {
+	if d.Reproduced {
+		return fmt.Sprintf("prefix reproduced: %d steps, %d commands compared; live from step %d", d.StepsCompared, d.CommandsCompared, d.AtStep+1)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "prefix did not reproduce (%d steps, %d commands compared)", d.StepsCompared, d.CommandsCompared)
+	if v := d.Divergence; v != nil {
+		fmt.Fprintf(&sb, ": step %d differs (%s): %s", v.Step, v.Kind, oneLine(v.Detail, 300))
+		if v.Recorded != "" || v.Replayed != "" {
+			fmt.Fprintf(&sb, "\n  recorded: %s\n  replayed: %s", oneLine(v.Recorded, 300), oneLine(v.Replayed, 300))
+		}
+	}
+	return sb.String()
+}
