@@ -39,7 +39,9 @@ type Task struct {
 }
 
 // ScorerSpec says how a task's answers are scored. In a task line it is
-// either a kind ("exact") or an object ({"type":"numeric","tolerance":0.5}).
+// either a kind ("exact") or an object ({"type":"numeric","tolerance":0.5});
+// a line without a scorer is scored "exact" (see ParseTasks and NewScorer
+// for what each kind does).
 type ScorerSpec struct {
 	// Type is one of the Scorer* kinds.
 	Type string `json:"type"`
