@@ -240,6 +240,16 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 		// auto, today's default, would not reproduce (its prompt differs).
 		task.Model.ToolProtocol = catalog.ToolProtocolText
 	}
+	if fk := task.Fork; fk != nil {
+		// A fork's first steps were served from its original, which the
+		// re-execution's bus does not hold; its own recording has every
+		// call of them (recorded as its own, with its prompts), so it is
+		// re-executed as a plain run. Its prefix is then rendered with
+		// its own tool protocol: a fork that changed the protocol
+		// diverges at its first prompt.
+		progress("run %s is a fork of run %s at step %d: re-executing it as a plain run from its own recording", runID, fk.From, fk.AtStep)
+		task.Fork = nil
+	}
 	task.WorkDir = res.WorkDir
 	task.SubmittedBy = "replay"
 	task.Labels = maps.Clone(task.Labels)
