@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func (h *harness) submitFork(runID, from string, atStep int, workDir string, cha
 		change(&cfg)
 	}
 	ev, err := h.bus.Events.New(runID, catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: "test",
-		Labels: map[string]string{"forked_from": from, "fork_at_step": "x"}})
+		Labels: map[string]string{"forked_from": from, "fork_at_step": strconv.Itoa(atStep)}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
