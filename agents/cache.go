@@ -26,6 +26,7 @@ type runEntry struct {
 	stale  bool                    // read what was stored since before the next decision
 	refs   int                     // goroutines holding or waiting for the entry; guarded by Agent.mu
 	cancel context.CancelCauseFunc // interrupts the Advance holding the entry; guarded by Agent.mu
+	origin *forkOrigin             // the run a fork reproduces, read once
 }
 
 // acquire returns run runID's entry, locked for the caller.
@@ -108,6 +109,7 @@ func (a *Agent) reread(ctx context.Context, e *runEntry, runID string) (*runView
 		e.view = nil
 		return nil, err
 	}
+	v.origin = e.origin // a fork's original, when read already
 	if v.lastSeq > 0 {
 		e.view = v
 	}

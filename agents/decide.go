@@ -40,6 +40,11 @@ func (a *Agent) next(ctx context.Context, e *runEntry, runID string) (done bool,
 		}
 		return false, a.start(ctx, v)
 	}
+	if v.config().Fork != nil {
+		if stop, err := a.checkFork(ctx, e, v); err != nil || stop {
+			return true, err
+		}
+	}
 	if n, err := a.recordEvidence(ctx, v); err != nil || n > 0 {
 		return false, err
 	}
@@ -424,6 +429,9 @@ func (a *Agent) takeStep(ctx context.Context, e *runEntry, v *runView) (bool, er
 	}
 
 	callID := CallID(n)
+	if handled, stop, err := a.forkStep(ctx, e, v, n, cause); handled || err != nil {
+		return stop, err
+	}
 	mode := v.modeAt(n)
 	reply, ok, err := a.recorded(ctx, v, callID)
 	if err != nil {
@@ -546,34 +554,9 @@ func (a *Agent) recorded(ctx context.Context, v *runView, callID string) (protoc
 	if !ok {
 		return protocol.Reply{}, false, nil
 	}
-	out := protocol.Reply{
-		Text: r.Text, Reasoning: r.Reasoning, ReasoningSource: r.ReasoningSource,
-		ToolCalls: r.ToolCalls, ToolsRefused: slices.Contains(r.Dropped, llm.FeatureTools), FinishReason: r.FinishReason,
-	}
-	if r.TextBlob != nil {
-		data, err := a.Bus.GetBlob(ctx, r.TextBlob.Digest)
-		if err != nil {
-			return protocol.Reply{}, false, fmt.Errorf("read recorded reply of %s: %w", callID, err)
-		}
-		out.Text = string(data)
-	}
-	if r.ReasoningBlob != nil {
-		data, err := a.Bus.GetBlob(ctx, r.ReasoningBlob.Digest)
-		if err != nil {
-			return protocol.Reply{}, false, fmt.Errorf("read recorded reasoning of %s: %w", callID, err)
-		}
-		out.Reasoning = string(data)
-	}
-	out.ToolCalls = slices.Clone(r.ToolCalls)
-	for i, tc := range out.ToolCalls {
-		if tc.ArgumentsBlob == nil {
-			continue
-		}
-		data, err := a.Bus.GetBlob(ctx, tc.ArgumentsBlob.Digest)
-		if err != nil {
-			return protocol.Reply{}, false, fmt.Errorf("read recorded tool call arguments of %s: %w", callID, err)
-		}
-		out.ToolCalls[i].Arguments, out.ToolCalls[i].ArgumentsBlob = string(data), nil
+	out, err := a.replyFrom(ctx, r)
+	if err != nil {
+		return protocol.Reply{}, false, err
 	}
 	return out, true, nil
 }
@@ -640,7 +623,7 @@ func (a *Agent) parseStep(v *runView, n int, mode catalog.ToolProtocol, reply pr
 // prompt assembles the messages of step n from the run's events.
 func (a *Agent) prompt(ctx context.Context, v *runView, n int) []protocol.Message {
 	c := protocol.Context{
-		SystemPrompt:    protocol.SystemPromptFor(v.requested()),
+		SystemPrompt:    protocol.SystemPromptFor(v.requestedAt(n)),
 		Task:            v.config().Task,
 		OpenConstraints: v.state.OpenConstraints(),
 	}

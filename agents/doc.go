@@ -76,6 +76,69 @@
 // their blobs, its tool calls, the tools it dropped), so that the live
 // agent, a restarted one and a re-execution parse the same thing.
 //
+// # Forks
+//
+// A run whose configuration has Fork (catalog.ForkConfig{From, AtStep})
+// reproduces the first AtStep steps of the recorded run From, then goes
+// on live with its own settings. The original is read once per run
+// (Bus.ReadRun, blobs by digest from the shared object store); the fork's
+// commands run for real in its own sandbox (its own work_dir), so that
+// its /work is in the original's state when it goes live. Before every
+// decision of a fork whose prefix is not settled, the agent:
+//
+//   - refuses the fork (vera.run.finished FAILED "fork of run X at step
+//     N refused: …", no model call, no vera.fork.prefix) when From is the
+//     run itself, does not exist, has no vera.run.started, has fewer than
+//     AtStep steps, or submitted an answer to the auditor
+//     (vera.audit.requested) at a step ≤ AtStep: a fork must branch
+//     before the first audited answer, since only the agent's model
+//     replies are served again, not the auditor's (its verdict would be a
+//     live call, and the prefix would no longer be the original's);
+//   - compares every step ≤ AtStep recorded so far with the original's
+//     (runcompare.Steps: format error, tool, command, notes text, answer,
+//     policy gate, evidence used) and the results of their commands and
+//     edits that arrived (req-sNNNN and req-sNNNN-answer; runcompare.
+//     Results: exit code, denial or timeout, stdout, stderr, cwd and shell
+//     state after, edited file's digest). Unlike `vera replay
+//     --reexecute`, a different tool result stops a fork: it must go on
+//     from the original's /work.
+//
+// Step n ≤ AtStep without a recorded reply of its call agent-s000n: the
+// prompt the run would send (rendered as below) is compared with the
+// original's recorded prompt of that call (runcompare.Prompts); if equal,
+// the original's reply is recorded as the run's own call through llmbus
+// (vera.model.requested with this run's prompt and the original's model,
+// endpoint and sampling; vera.model.responded with the original's text,
+// reasoning, tool calls, finish reason and usage; ids derived from the
+// step's cause as a live call's), and the step is taken from that
+// recorded reply like any other (so a restart mid-prefix goes on from
+// the stream). No model is contacted for the prefix. The original
+// lacking the call is a missing_call divergence. At n = AtStep+1, with
+// everything compared equal, the agent publishes vera.fork.prefix
+// reproduced (steps and results compared), then calls the model live.
+// AtStep 0 is a fork without a prefix (reproduced, 0 compared).
+//
+// At the first divergence (action, tool_result, prompt or missing_call)
+// the agent publishes vera.fork.prefix not reproduced, with the step, the
+// kind, what differs and both sides cut to 500 bytes, and ends the run
+// FAILED: "fork of run X at step N: the prefix did not reproduce at step
+// k (kind): detail". vera.fork.prefix has an id derived from the run and
+// "agent/fork/prefix", so a run holds one, restarts included.
+//
+// The prefix is rendered and parsed with the original's tool protocol
+// (its setting in vera.run.started; an auto run's vera.agent.protocol
+// decision is reproduced by the fork itself from the same reply): the
+// system prompt, the FEEDBACK reminders and the reading of the replies of
+// steps ≤ AtStep. From step AtStep+1 the fork's own tool protocol and
+// system prompt apply (protocol.SystemPromptFor), and its model and
+// sampling, which only matter for live calls. Policy settings apply to
+// the whole fork: a change that alters a prefix step (refuses its command,
+// asks for notes sooner) is reported as an action divergence — or, when
+// the policy ends the run at a prefix step, the run ends there. A fork at
+// the step that ended the original (a submit without auditor) ends as the
+// original did, without going live or publishing vera.fork.prefix. The
+// served replies' usage counts in the fork's usage.
+//
 // # Answer files
 //
 // A submit may name a file under /work/output/ (answer_file) instead of

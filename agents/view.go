@@ -72,6 +72,9 @@ type runView struct {
 	fbByRnd  map[int]feedbackRec               // round → the auditor's feedback
 	usage    catalog.TokenUsage
 	decision *catalog.AgentProtocol // the auto protocol's decision (the first one stored)
+	forked   *catalog.ForkPrefix    // a fork's vera.fork.prefix (the first one stored)
+	forkedEv bus.Event
+	origin   *forkOrigin // the run a fork reproduces (set by checkFork; not from this run's stream)
 
 	state *ledger.State   // fold of every event
 	dirty bool            // the agent published since the read
@@ -185,6 +188,10 @@ func (v *runView) apply(ev bus.Event, seq uint64, p catalog.Payload) {
 		}
 	case *catalog.RunCancelled:
 		v.cancelled = true
+	case *catalog.ForkPrefix:
+		if v.forked == nil {
+			v.forked, v.forkedEv = d, ev
+		}
 	case *catalog.AgentProtocol:
 		if v.decision == nil {
 			v.decision = d
@@ -301,11 +308,21 @@ func (v *runView) requested() catalog.ToolProtocol {
 	return catalog.ToolProtocolAuto
 }
 
-// modeAt returns how the reply of step n is read: the run's setting
-// (text, native), or for auto the decision recorded at or before step n,
-// else auto (not decided yet).
+// requestedAt returns the tool protocol setting step n is taken with:
+// the run's own (requested), but for the prefix of a fork (n ≤ AtStep),
+// which is rendered and parsed with the original's setting.
+func (v *runView) requestedAt(n int) catalog.ToolProtocol {
+	if fk := v.config().Fork; fk != nil && n <= fk.AtStep && v.origin != nil && v.origin.started != nil {
+		return v.origin.requested
+	}
+	return v.requested()
+}
+
+// modeAt returns how the reply of step n is read: the setting of step n
+// (requestedAt: text, native), or for auto the decision recorded at or
+// before step n, else auto (not decided yet).
 func (v *runView) modeAt(n int) catalog.ToolProtocol {
-	p := v.requested()
+	p := v.requestedAt(n)
 	if p == catalog.ToolProtocolAuto && v.decision != nil && v.decision.Step <= n {
 		return v.decision.Protocol
 	}

@@ -47,5 +47,8 @@
 // and compared with the recording step by step; every divergence (a call
 // the recording lacks, a different prompt, a different step, a different
 // tool result or end) is reported, and with StopOnDivergence the run is
-// cancelled at the first one.
+// cancelled at the first one. The comparisons are package runcompare's,
+// which the agent's forks share. A fork (RunConfig.Fork) is re-executed
+// as a plain run from its own recording, which holds every call of its
+// prefix.
 package replay

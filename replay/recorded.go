@@ -12,6 +12,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/runcompare"
 )
 
 // Errors of Recorded.Complete.
@@ -155,8 +156,8 @@ func (r *Recorded) Complete(ctx context.Context, req llm.Request) (llm.Response,
 		return llm.Response{}, fmt.Errorf("%w: %s", ErrNotRecorded, req.CallID)
 	}
 	if c.messages != nil {
-		if d, differs := comparePrompts(c.messages, req.Messages); differs {
-			d.Step, d.CallID = req.Step, req.CallID
+		if pd, differs := runcompare.Prompts(c.messages, req.Messages); differs {
+			d := Divergence{Step: req.Step, Kind: KindPrompt, CallID: req.CallID, Detail: pd.Detail, Recorded: pd.Recorded, Replayed: pd.Replayed}
 			r.diverge(d)
 			if !r.ServeChangedPrompts {
 				return llm.Response{}, fmt.Errorf("%w: %s: %s", ErrPromptDiffers, req.CallID, d.Detail)
@@ -195,61 +196,6 @@ func (r *Recorded) diverge(d Divergence) {
 	if r.OnDivergence != nil {
 		r.OnDivergence(d)
 	}
-}
-
-// comparePrompts reports where got differs from the recorded prompt.
-func comparePrompts(want, got []llm.Message) (Divergence, bool) {
-	d := Divergence{Kind: KindPrompt}
-	for i := 0; i < max(len(want), len(got)); i++ {
-		switch {
-		case i >= len(got):
-			d.Detail = fmt.Sprintf("the prompt has %d messages, the recording %d", len(got), len(want))
-			d.Recorded = want[i].Content
-			return d, true
-		case i >= len(want):
-			d.Detail = fmt.Sprintf("the prompt has %d messages, the recording %d", len(got), len(want))
-			d.Replayed = got[i].Content
-			return d, true
-		case want[i].Role != got[i].Role:
-			d.Detail = fmt.Sprintf("message %d is from %s, recorded from %s", i+1, got[i].Role, want[i].Role)
-			return d, true
-		case want[i].Content != got[i].Content:
-			at := firstDiff(want[i].Content, got[i].Content)
-			d.Detail = fmt.Sprintf("message %d (%s) differs from byte %d on", i+1, got[i].Role, at)
-			d.Recorded, d.Replayed = around(want[i].Content, at), around(got[i].Content, at)
-			return d, true
-		}
-	}
-	return d, false
-}
-
-func firstDiff(a, b string) int {
-	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
-// around returns the text of s near byte at.
-func around(s string, at int) string {
-	from, to := max(0, at-40), min(len(s), at+80)
-	for from > 0 && from < len(s) && s[from]&0xC0 == 0x80 {
-		from--
-	}
-	for to < len(s) && s[to]&0xC0 == 0x80 {
-		to++
-	}
-	out := s[from:to]
-	if from > 0 {
-		out = "…" + out
-	}
-	if to < len(s) {
-		out += "…"
-	}
-	return out
 }
 
 func formatName(f *llm.JSONSchema) string {

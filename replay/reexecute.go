@@ -17,6 +17,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/llm/llmbus"
+	"github.com/vera-run/vera/internal/runcompare"
 	"github.com/vera-run/vera/sandboxd"
 )
 
@@ -239,6 +240,16 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 		// auto, today's default, would not reproduce (its prompt differs).
 		task.Model.ToolProtocol = catalog.ToolProtocolText
 	}
+	if fk := task.Fork; fk != nil {
+		// A fork's first steps were served from its original, which the
+		// re-execution's bus does not hold; its own recording has every
+		// call of them (recorded as its own, with its prompts), so it is
+		// re-executed as a plain run. Its prefix is then rendered with
+		// its own tool protocol: a fork that changed the protocol
+		// diverges at its first prompt.
+		progress("run %s is a fork of run %s at step %d: re-executing it as a plain run from its own recording", runID, fk.From, fk.AtStep)
+		task.Fork = nil
+	}
 	task.WorkDir = res.WorkDir
 	task.SubmittedBy = "replay"
 	task.Labels = maps.Clone(task.Labels)
@@ -275,11 +286,11 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 		switch d := p.(type) {
 		case *catalog.AgentStep:
 			res.Steps = max(res.Steps, d.Step)
-			progress("step %d: %s", d.Step, clip(oneLine(stepText(*d)), 80))
+			progress("step %d: %s", d.Step, clip(oneLine(runcompare.StepText(*d)), 80))
 			if want, ok := rec.stepByN[d.Step]; !ok {
-				addDiv(Divergence{Step: d.Step, Kind: KindAction, Detail: "the recording has no such step", Replayed: stepText(*d)})
-			} else if diff := compareSteps(want, *d); diff != "" {
-				addDiv(Divergence{Step: d.Step, Kind: KindAction, Detail: diff, Recorded: stepText(want), Replayed: stepText(*d)})
+				addDiv(Divergence{Step: d.Step, Kind: KindAction, Detail: "the recording has no such step", Replayed: runcompare.StepText(*d)})
+			} else if diff := runcompare.Steps(want, *d); diff != "" {
+				addDiv(Divergence{Step: d.Step, Kind: KindAction, Detail: diff, Recorded: runcompare.StepText(want), Replayed: runcompare.StepText(*d)})
 			}
 		case *catalog.ToolRequested:
 			requests[d.RequestID] = *d
@@ -288,9 +299,9 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 				break
 			}
 			if want, ok := rec.results[d.RequestID]; ok {
-				if diff := compareResults(want, *d); diff != "" {
+				if diff := runcompare.Results(want, *d); diff != "" {
 					addDiv(Divergence{Step: requests[d.RequestID].Step, Kind: KindToolResult, RequestID: d.RequestID, Detail: diff,
-						Recorded: resultText(want), Replayed: resultText(*d)})
+						Recorded: runcompare.ResultText(want), Replayed: runcompare.ResultText(*d)})
 				}
 			}
 		case *catalog.RunFinished:
@@ -402,90 +413,6 @@ func recordedEnd(rec *recording) *RunEnd {
 		return &RunEnd{Cancelled: true, Reason: rec.cancelled.Reason, Steps: len(rec.steps)}
 	}
 	return nil
-}
-
-// compareSteps names what differs between a recorded step and its
-// re-execution; "" when nothing that decides the run does.
-func compareSteps(want, got catalog.AgentStep) string {
-	var diffs []string
-	if want.FormatError != got.FormatError {
-		diffs = append(diffs, "format error")
-	}
-	if want.ActionTool != got.ActionTool {
-		diffs = append(diffs, "tool")
-	}
-	if want.Command != got.Command {
-		diffs = append(diffs, "command")
-	}
-	if want.NotesText != got.NotesText {
-		diffs = append(diffs, "notes text")
-	}
-	if want.Answer != got.Answer {
-		diffs = append(diffs, "answer")
-	}
-	if (want.RequestID == "") != (got.RequestID == "") {
-		diffs = append(diffs, "policy gate (run or refused)")
-	}
-	if !slices.Equal(want.EvidenceUsed, got.EvidenceUsed) {
-		diffs = append(diffs, "evidence used")
-	}
-	if len(diffs) == 0 {
-		return ""
-	}
-	return strings.Join(diffs, ", ") + " differ"
-}
-
-func stepText(st catalog.AgentStep) string {
-	if st.FormatError != "" {
-		return "(format error: " + st.FormatError + ")"
-	}
-	s := displayAction(st)
-	if st.ActionTool == catalog.ActionNotesAppend {
-		s += ": " + st.NotesText
-	}
-	if st.ActionTool == catalog.ActionShell && st.RequestID == "" {
-		s += " (refused by the policy layer)"
-	}
-	return s
-}
-
-func compareResults(want, got catalog.ToolFinished) string {
-	var diffs []string
-	if want.ExitCode != got.ExitCode {
-		diffs = append(diffs, fmt.Sprintf("exit code %d, recorded %d", got.ExitCode, want.ExitCode))
-	}
-	if want.Denied != got.Denied || want.TimedOut != got.TimedOut {
-		diffs = append(diffs, "denied/timed out")
-	}
-	if want.Stdout.Head != got.Stdout.Head || want.Stdout.Bytes != got.Stdout.Bytes {
-		diffs = append(diffs, "stdout")
-	}
-	if want.Stderr.Head != got.Stderr.Head || want.Stderr.Bytes != got.Stderr.Bytes {
-		diffs = append(diffs, "stderr")
-	}
-	if want.CwdAfter != got.CwdAfter {
-		diffs = append(diffs, "cwd after")
-	}
-	if want.Session == got.Session && want.ShellStateAfter != got.ShellStateAfter {
-		// The functions, aliases, variables and options the next command
-		// starts from.
-		diffs = append(diffs, "shell state after")
-	}
-	if want.Edit != nil && got.Edit != nil && want.Edit.SHA256After != got.Edit.SHA256After {
-		diffs = append(diffs, "edited file's content")
-	}
-	if len(diffs) == 0 {
-		return ""
-	}
-	return "command result differs: " + strings.Join(diffs, ", ")
-}
-
-func resultText(f catalog.ToolFinished) string {
-	out := f.Stdout.Head
-	if strings.TrimSpace(out) == "" {
-		out = f.Stderr.Head
-	}
-	return fmt.Sprintf("exit %d: %s", f.ExitCode, out)
 }
 
 func compareEnds(want, got *RunEnd) string {

@@ -241,3 +241,46 @@ func TestReexecuteWithSandbox(t *testing.T) {
 		t.Errorf("the re-executed command's file: %q, %v", data, err)
 	}
 }
+
+// TestReexecuteFork: a fork (its first steps served by the agent from
+// its original's recording) re-executes from its own recording alone:
+// the export holds only the fork, whose served calls are recorded as its
+// own.
+func TestReexecuteFork(t *testing.T) {
+	const orig, fork = "rec-fork-orig", "rec-fork"
+	srv, b := bustest.New(t)
+	model := scriptedAgentModel(t, notesOnlyReplies())
+	startAgent(t, srv.ClientURL(), 0)
+	submitTask(t, b, orig, catalog.RunConfig{Task: "What is the answer?", WorkDir: filepath.Join(t.TempDir(), "w"),
+		Model: catalog.ModelConfig{BaseURL: model.URL(), Name: "scripted"}, MaxSteps: 10})
+	if fin := waitFinished(t, b, orig, time.Minute); fin.Outcome != catalog.OutcomeResolved {
+		t.Fatalf("original finished %+v", fin)
+	}
+	var cfg catalog.RunConfig
+	evs, err := b.ReadRun(context.Background(), orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		var st catalog.RunStarted
+		if ev.Type == catalog.TypeRunStarted && ev.DecodeData(&st) == nil {
+			cfg = st.Config
+		}
+	}
+	cfg.WorkDir = filepath.Join(t.TempDir(), "fork")
+	cfg.Fork = &catalog.ForkConfig{From: orig, AtStep: 2}
+	submitTask(t, b, fork, cfg)
+	if fin := waitFinished(t, b, fork, time.Minute); fin.Outcome != catalog.OutcomeResolved || fin.Answer != "42" {
+		t.Fatalf("fork finished %+v", fin)
+	}
+	if n := len(model.Requests()); n != 4 {
+		t.Fatalf("%d model requests, want 4 (3 of the original, step 3 of the fork)", n)
+	}
+	res := reexecuteFile(t, exportRun(t, b, fork), fork, ReexecuteOptions{StopOnDivergence: true})
+	if res.Diverged() || res.Stopped != "" || len(res.Incomplete) > 0 {
+		t.Fatalf("divergences %+v, stopped %q, incomplete %v", res.Divergences, res.Stopped, res.Incomplete)
+	}
+	if res.Steps != 3 || res.Served != 3 || res.End == nil || res.End.Outcome != catalog.OutcomeResolved || res.End.Answer != "42" {
+		t.Errorf("result = %+v", res)
+	}
+}

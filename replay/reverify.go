@@ -11,6 +11,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/runcompare"
 	"github.com/vera-run/vera/verifierd/logic"
 )
 
@@ -302,7 +303,7 @@ func openRounds(evs []bus.Event, rounds []int, audited bool) []int {
 func summarizeVerdicts(res *ReverifyResult, rec *recording, evs []bus.Event) {
 	now := index(evs)
 	for _, st := range rec.steps {
-		sv := StepVerdict{Step: st.Step, Action: displayAction(st)}
+		sv := StepVerdict{Step: st.Step, Action: runcompare.ActionText(st)}
 		if v, ok := rec.verdicts[st.Step]; ok {
 			sv.Recorded = &v
 		}
@@ -338,20 +339,6 @@ func verdictKey(v *catalog.LogicVerdict) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d/%d", v.ThinkingEval, v.ActionEval)
-}
-
-func displayAction(st catalog.AgentStep) string {
-	switch {
-	case st.FormatError != "":
-		return "(format error)"
-	case st.ActionTool == catalog.ActionShell:
-		return st.Command
-	case st.ActionTool == catalog.ActionNotesAppend:
-		return "notes_append"
-	case st.ActionTool == catalog.ActionSubmit:
-		return "submit: " + st.Answer
-	}
-	return string(st.ActionTool)
 }
 
 // deliver hands a replay run over: its files into out (when given), its
