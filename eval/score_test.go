@@ -97,7 +97,7 @@ func TestReadRunAudited(t *testing.T) {
 	b.add(17*time.Second, &catalog.AuditFeedback{Round: 2, Score: 1})
 	b.add(18*time.Second, &catalog.AgentStep{Step: 5, ActionTool: catalog.ActionSubmit, Answer: "Lyon"})
 	b.add(19*time.Second, &catalog.AuditRequested{Round: 3, Answer: "Lyon", CandidateStep: 5})
-	b.add(20*time.Second, &catalog.ModelResponded{CallID: "j3", Scope: catalog.ScopeJudge, Attempt: 1, Usage: catalog.TokenUsage{Prompt: 1, Completion: 1}})
+	b.add(20*time.Second, &catalog.ModelResponded{CallID: "j3", Scope: catalog.ScopeEval, Attempt: 1, Usage: catalog.TokenUsage{Prompt: 1, Completion: 1}})
 	b.add(21*time.Second, &catalog.AuditJudged{Round: 3, Score: 2, BestRound: 1, BestScore: 2})
 	b.add(22*time.Second, &catalog.AuditFeedback{Round: 3, Score: 2, Final: true})
 	b.add(90*time.Second, &catalog.RunFinished{Outcome: catalog.OutcomeUnresolved, Reason: "the auditor did not accept an answer in 3 round(s)", Answer: "Lyon", Steps: 5, BestAuditRound: 1, BestScore: 2})

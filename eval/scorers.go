@@ -239,8 +239,7 @@ func judgePrompt(t Task, rubric, answer string) string {
 	return b.String()
 }
 
-// Score makes one model call. The call is in scope judge (the scope of
-// verifier judge calls: catalog has none for evals), purpose eval-judge,
+// Score makes one model call. The call is in scope eval, purpose eval-judge,
 // with call id JudgeCallID, temperature 0, and the reply schema requested
 // when the server accepts one (Request.Optional).
 func (s *judgeScorer) Score(ctx context.Context, t Task, answer string) (Verdict, error) {
@@ -259,7 +258,7 @@ func (s *judgeScorer) Score(ctx context.Context, t Task, answer string) (Verdict
 		Sampling:       llm.Sampling{Temperature: &zero},
 		ResponseFormat: &schema,
 		Optional:       true,
-		Scope:          string(catalog.ScopeJudge),
+		Scope:          string(catalog.ScopeEval),
 		Purpose:        JudgePurpose,
 		CallID:         JudgeCallID(t.ID, answer),
 	}

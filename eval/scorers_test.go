@@ -257,7 +257,7 @@ func TestJudgeScorerThroughClient(t *testing.T) {
 			if len(recs) != 3 {
 				t.Fatalf("%d recorded calls", len(recs))
 			}
-			if rec := recs[0]; rec.Scope != "judge" || rec.Purpose != JudgePurpose || rec.CallID != JudgeCallID("cap-fr", "The capital is Paris.") || rec.ResponseFormat != JudgeSchemaName {
+			if rec := recs[0]; rec.Scope != "eval" || rec.Purpose != JudgePurpose || rec.CallID != JudgeCallID("cap-fr", "The capital is Paris.") || rec.ResponseFormat != JudgeSchemaName {
 				t.Errorf("call record scope %q purpose %q id %q format %q", rec.Scope, rec.Purpose, rec.CallID, rec.ResponseFormat)
 			}
 			if !strings.HasPrefix(recs[1].CallID, "eval-judge-cap-fr-") || len(recs[1].CallID) != len("eval-judge-cap-fr-")+8 || recs[1].CallID == recs[0].CallID {

@@ -104,7 +104,7 @@ func catalogEntries() []Entry {
 		{
 			Type:    TypeRunCancelled,
 			Summary: "A user or tool asked to stop the run.",
-			Description: "On this event the agent stops deciding and finishes the run with vera.run.finished (outcome FAILED, reason cancelled), sandboxd interrupts running commands (vera.tool.finished with interrupted true) and removes the container, and the verifiers drop pending work. " +
+			Description: "On this event the agent stops deciding (its model call in progress is interrupted; no vera.run.finished follows: the cancellation is the run's end), sandboxd interrupts running commands (vera.tool.finished with interrupted true) and removes the container, and the verifiers drop pending work. " +
 				"Cancelling a finished run changes nothing; cancelling twice is the same as once.",
 			Producers: runControllers,
 			Consumers: []string{ComponentAgent, ComponentSandboxd, ComponentVerifyFast, ComponentProjector},
@@ -114,7 +114,7 @@ func catalogEntries() []Entry {
 		{
 			Type:    TypeRunFinished,
 			Summary: "The run ended: RESOLVED, UNRESOLVED (with a reason) or FAILED.",
-			Description: "The last decision of a run, emitted once by the agent: after an accepted or final vera.audit.feedback, on submit when the auditor is disabled, when the step budget is spent, when a policy concludes or stops the run, on cancellation, or on an error it cannot recover from. " +
+			Description: "The last decision of a run, emitted once by the agent: after an accepted or final vera.audit.feedback, on submit when the auditor is disabled, when the step budget is spent, when a policy concludes or stops the run, or on an error it cannot recover from (a cancelled run ends with its vera.run.cancelled instead). " +
 				"UNRESOLVED is not a failure: it says the evidence did not support an answer, and reason says what was checked. " +
 				"sandboxd removes the run's container on it; projectors close the run's files.",
 			Producers: agentOnly,
@@ -137,7 +137,7 @@ func catalogEntries() []Entry {
 			Description: "Emitted by whichever component calls a model, just before each attempt; its vera.model.responded follows with the same call_id and attempt. " +
 				"Messages are inline when small and in the object store (messages_blob) otherwise. " +
 				"Replay does not call the model again: recorded responses are read from the stream.",
-			Producers: []string{ComponentAgent, ComponentDeepVerify, ComponentVerifyFast, ComponentLogic},
+			Producers: []string{ComponentAgent, ComponentDeepVerify, ComponentVerifyFast, ComponentLogic, ComponentCLI},
 			Consumers: projectorOnly,
 			New:       func() Payload { return new(ModelRequested) },
 			Example: ModelRequested{
@@ -163,7 +163,7 @@ func catalogEntries() []Entry {
 			Description: "Follows each vera.model.requested. On a transient error (timeout, HTTP 429/5xx) retryable is true and a new request with attempt+1 follows; the last attempt's result is the call's result. " +
 				"A reply in the wrong format is still a successful call: the agent records the format error in vera.agent.step. " +
 				"Projectors count usage.total into dra_model_tokens_total{scope} and finish_reason length into dra_model_finish_reason_length_total.",
-			Producers: []string{ComponentAgent, ComponentDeepVerify, ComponentVerifyFast, ComponentLogic},
+			Producers: []string{ComponentAgent, ComponentDeepVerify, ComponentVerifyFast, ComponentLogic, ComponentCLI},
 			Consumers: projectorOnly,
 			New:       func() Payload { return new(ModelResponded) },
 			Example: ModelResponded{

@@ -44,10 +44,11 @@ const (
 	ScopeJudge      ModelScope = "judge"      // DeepVerifier judge calls
 	ScopeVerifyFast ModelScope = "verifyfast" // VerifyFast phase calls
 	ScopeLogic      ModelScope = "logic"      // the hybrid logic verifier's LLM fallback
+	ScopeEval       ModelScope = "eval"       // vera eval's judge scorer
 )
 
 func (ModelScope) enumValues() []string {
-	return []string{"agent", "verifier", "judge", "verifyfast", "logic"}
+	return []string{"agent", "verifier", "judge", "verifyfast", "logic", "eval"}
 }
 
 // Valid reports whether s is a known value.

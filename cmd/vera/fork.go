@@ -16,7 +16,6 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
-	"github.com/vera-run/vera/internal/eventfmt"
 	"github.com/vera-run/vera/internal/forkspec"
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
@@ -329,14 +328,7 @@ func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original stri
 			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, runID)
 		}
 	}
-	var pw *prefixWatch
-	if !f.jsonOut {
-		pw = watchForkPrefix(ctx, b, runID, w)
-	}
 	fin, err := followRun(ctx, b, runID, w, g.stderr, followOptions{jsonOut: f.jsonOut, external: external, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)}, s)
-	if pw != nil {
-		pw.finish(ctx, b)
-	}
 	if err == nil && !external {
 		waitConsumerIdle(ctx, b, projector.FilesDurable, 15*time.Second, log)
 	}
@@ -387,66 +379,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// prefixWatch prints the fork's vera.fork.prefix when it arrives.
-type prefixWatch struct {
-	w      io.Writer
-	runID  string
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu      sync.Mutex
-	printed bool
-}
-
-// watchForkPrefix follows run's vera.fork.prefix and prints it on w.
-func watchForkPrefix(ctx context.Context, b *bus.Bus, runID string, w io.Writer) *prefixWatch {
-	ctx, cancel := context.WithCancel(ctx)
-	pw := &prefixWatch{w: w, runID: runID, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(pw.done)
-		for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: runID, Types: []string{catalog.TypeForkPrefix}, Follow: true}) {
-			if err != nil || pw.print(rec) {
-				return
-			}
-		}
-	}()
-	return pw
-}
-
-// finish stops the watch; when it printed nothing (the run ended before
-// the record reached it), the stored record, if any, is printed.
-func (pw *prefixWatch) finish(ctx context.Context, b *bus.Bus) {
-	pw.cancel()
-	<-pw.done
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	for rec, err := range b.Read(rctx, bus.ReadOptions{RunID: pw.runID, Types: []string{catalog.TypeForkPrefix}, Direct: true}) {
-		if err != nil || pw.print(rec) {
-			return
-		}
-	}
-}
-
-// print prints the record once; it reports whether a prefix was printed
-// (now or before).
-func (pw *prefixWatch) print(rec bus.Record) bool {
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	if pw.printed {
-		return true
-	}
-	if rec.Err != nil {
-		return false
-	}
-	var d catalog.ForkPrefix
-	if err := rec.Event.DecodeData(&d); err != nil {
-		return false
-	}
-	pw.printed = true
-	fmt.Fprintln(pw.w, eventfmt.TerminalSafe(forkPrefixText(&d)))
-	return true
 }
 
 // forkPrefixText is the view's lines for a vera.fork.prefix.

@@ -308,6 +308,10 @@ func (p *runPrinter) event(ctx context.Context, ev bus.Event) {
 		}
 		p.line("  auditor: round %d %s", d.Round, verdict)
 		p.phase = "thinking"
+	case *catalog.ForkPrefix:
+		for _, l := range strings.Split(forkPrefixText(d), "\n") {
+			p.line("%s", l)
+		}
 	case *catalog.VerifyFastScored:
 		p.line("verifyfast: credit score %d/5 (%s), %d high and %d low errors", d.CreditScore, d.Zone, d.HighCount, d.LowCount)
 	case *catalog.RunCancelled:

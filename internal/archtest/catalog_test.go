@@ -2,6 +2,7 @@ package archtest
 
 import (
 	"fmt"
+	"maps"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -34,6 +35,7 @@ var componentDirs = map[string]string{
 	"projector":            catalog.ComponentProjector,
 	"projector/dashboard":  catalog.ComponentDashboard,
 	"cmd/vera":             catalog.ComponentCLI,
+	"eval":                 catalog.ComponentCLI, // vera eval's runner and scorers
 }
 
 // modelClient is the shared model client: a component that imports it
@@ -251,6 +253,8 @@ func TestCatalogueListsAreTheCode(t *testing.T) {
 	for dir := range componentDirs {
 		all = append(all, filepath.Join(root, dir))
 	}
+	// A component's code may span folders (the cli: cmd/vera and eval).
+	byComponent := map[string]*usage{}
 	for dir, component := range componentDirs {
 		path := filepath.Join(root, dir)
 		u, err := scan(path, all, payloads, consts)
@@ -260,14 +264,24 @@ func TestCatalogueListsAreTheCode(t *testing.T) {
 		if len(u.produces)+len(u.mentions) == 0 {
 			t.Fatalf("%s: found nothing of the catalogue in %s: the scanner is broken", component, path)
 		}
-		if u.callsModel && component != catalog.ComponentCLI {
-			// The cli's model clients (offline `vera verify`) record to
-			// no bus, and the live verifiers it wires record on their own
-			// connections.
+		acc := byComponent[component]
+		if acc == nil {
+			acc = &usage{produces: map[string]bool{}, mentions: map[string]bool{}}
+			byComponent[component] = acc
+		}
+		maps.Copy(acc.produces, u.produces)
+		maps.Copy(acc.mentions, u.mentions)
+		acc.consumeAll = acc.consumeAll || u.consumeAll
+		acc.callsModel = acc.callsModel || u.callsModel
+	}
+	for component, u := range byComponent {
+		if u.callsModel {
+			// Its model clients record their calls on its connection
+			// (the cli's: vera eval's judge, on the eval's id).
 			u.produces["vera.model.requested"], u.produces["vera.model.responded"] = true, true
 		}
 		u.consumeAll = u.consumeAll || observers[component]
-		for _, d := range disagreements(component, u) {
+		for _, d := range disagreements(component, *u) {
 			t.Error(d)
 		}
 	}

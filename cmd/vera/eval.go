@@ -1,0 +1,597 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/eval"
+	"github.com/vera-run/vera/eval/report"
+	"github.com/vera-run/vera/eval/runner"
+	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/wiring"
+)
+
+func init() { register(newEvalCmd) }
+
+// evalFlags are the settings of one `vera eval`.
+type evalFlags struct {
+	run          runFlags // the base profile: model, budget, sandbox, policy
+	profiles     []string
+	profilesFile string
+	concurrency  int
+	timeout      time.Duration
+	out          string
+	workRoot     string
+	evalID       string
+	name         string
+	resume       string
+	retryFailed  int
+	judge        catalog.ModelConfig
+	dashboardURL string
+	quiet        bool
+}
+
+func newEvalCmd(g *globals) *cobra.Command {
+	var f evalFlags
+	var sf sandboxFlags
+	var vf verifierFlags
+	var af agentFlags
+	cmd := &cobra.Command{
+		Use:   "eval TASKS.jsonl --profiles no-audit,audit3 --model-base-url URL --model NAME",
+		Short: "Run a task set under one or more profiles and measure what verification buys",
+		Long: `Run every task of a task set under every profile as an ordinary VERA run
+(labelled eval_id, eval_task, eval_profile), score every answer each run
+submitted — one per audit round — against the task's reference, and report
+per profile: the accuracy of the first answer, after each verification round
+and final; how often the auditor accepted a wrong answer or rejected a right
+one (its precision and recall); steps, tool calls, tokens and wall time per
+task; and the same per tag. The eval's own events (vera.eval.started,
+vera.eval.task_scored, vera.eval.finished) are stored on the bus under its
+id, so the dashboard and outside tools can follow it, and it can be exported,
+re-rendered (vera eval report) and re-scored (vera eval rescore).
+
+The task set is JSONL, one task per line:
+  {"id":"go122","task":"When was Go 1.22 released?","answer":"2024-02-06","scorer":"contains","tags":["dates"]}
+Fields: id, task, answer (the reference), scorer (exact, contains, regex —
+answer is then the pattern —, numeric {"type":"numeric","tolerance":0.5} or
+judge {"type":"judge","rubric":"..."}, scored by a model: --scorer-model),
+optional input_dir (mounted at /input; relative to the file) and tags. Every
+line is checked before anything runs; bad lines are reported by number.
+
+Profiles: no-audit (auditor off) and auditN (auditor on, N rounds) are
+built in and apply to the model and settings given by the flags; a YAML file
+(--profiles-file) defines others:
+  defaults: {model: {base_url: http://127.0.0.1:1234, name: qwen3-14b}, max_steps: 12}
+  profiles:
+    audit3: {auditor: {enabled: true, max_rounds: 3}}
+    big:    {model: {name: qwen3-32b}}
+
+Accuracy "after round r" is the accuracy had the round cap been r: the
+answer the auditor accepted by round r, else the best-scored of rounds 1..r
+(what the agent keeps at the cap), else, for a run that ended sooner, its
+final answer.
+
+Runs go --concurrency at a time, each bounded by --timeout (then cancelled
+and scored as failed). Ctrl-C stops the eval; runs in flight go on on the
+bus. --resume EVAL_ID goes on: tasks already scored are not run again, runs
+that were cut off are followed to their end (the agent takes them up from
+the stream; they are not restarted), and only tasks never submitted are
+submitted. --retry-failed N runs a task again, up to N times, when its run
+failed for an infrastructure reason (model unreachable, sandbox error,
+timeout).
+
+Without --nats-url the embedded bus and every component run in this
+process, as with vera run. --out DIR receives report.txt, report.json and
+report.html (self-contained, with charts).
+
+Exit status: 0 every task scored, 1 VERA failed, 2 bad flags or task set,
+5 interrupted.`,
+		Example: `  vera eval tasks.jsonl --profiles no-audit,audit3 --model-base-url http://127.0.0.1:1234 --model qwen3-14b --out eval-out
+  vera eval tasks.jsonl --resume 01JX0Q6R2V4X7B9C3D5E7F9G1H --model-base-url http://127.0.0.1:1234 --model qwen3-14b
+  vera eval report 01JX0Q6R2V4X7B9C3D5E7F9G1H --format html -o report.html
+  vera eval compare 01JX0Q6R2V4X7B9C3D5E7F9G1H 01JX1A...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.quietLogger(cmd)
+			if err != nil {
+				return err
+			}
+			return runEval(cmd.Context(), g, cmd, args[0], f, sf, vf, af, log)
+		},
+	}
+	f.run.register(cmd)
+	sf.register(cmd)
+	vf.register(cmd)
+	af.register(cmd)
+	for _, name := range []string{"task", "task-file", "work-dir", "input-dir", "run-id", "label", "json", "show-reasoning", "auditor", "auditor-rounds",
+		"network", "user", "keep-containers", "memory", "pids", "cpus", "concurrency", "repetition-window", "hybrid",
+		"verifyfast-settings", "verifyfast-strategy", "agent-id", "agent-concurrency", "tool-timeout"} {
+		if fl := cmd.Flags().Lookup(name); fl != nil {
+			fl.Hidden = true
+		}
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.profiles, "profiles", []string{"no-audit"}, "profiles to run every task with, comma-separated: no-audit, auditN (N rounds) or names from --profiles-file")
+	fl.StringVar(&f.profilesFile, "profiles-file", "", "YAML file defining profiles (see above)")
+	fl.IntVar(&f.concurrency, "eval-concurrency", 4, "runs at once")
+	fl.DurationVar(&f.timeout, "timeout", runner.DefaultTimeout, "wall-time limit of one run (a profile's timeout_ms overrides it)")
+	fl.StringVar(&f.out, "out", "", "write report.txt, report.json and report.html into this directory")
+	fl.StringVar(&f.workRoot, "runs-dir", "", "where the runs' work dirs go, one per run (default: DATA_DIR/evals/<eval id>); with --nats-url, sandboxd must accept it as a work root")
+	fl.StringVar(&f.evalID, "eval-id", "", "id of the new eval (default: a fresh ULID)")
+	fl.StringVar(&f.name, "name", "", "a name for the eval (default: the task set's file name)")
+	fl.StringVar(&f.resume, "resume", "", "go on with this eval (its id): scored tasks are kept, cut-off runs followed, the rest run")
+	fl.IntVar(&f.retryFailed, "retry-failed", 0, "run a task again, up to this many times, when its run failed for an infrastructure reason")
+	fl.Lookup("retry-failed").NoOptDefVal = "1"
+	fl.StringVar(&f.judge.BaseURL, "scorer-model-base-url", "", "model server of the judge scorer (default: the agent's)")
+	fl.StringVar(&f.judge.Name, "scorer-model", "", "model of the judge scorer (default: the agent's)")
+	fl.StringVar(&f.dashboardURL, "dashboard-url", "", "base URL of the dashboard, for links from the HTML report to each run")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	cmd.AddCommand(newEvalReportCmd(g), newEvalCompareCmd(g), newEvalRescoreCmd(g))
+	return cmd
+}
+
+// baseProfile turns the run flags into the profile the built-in profiles
+// apply to.
+func (f *evalFlags) baseProfile(stdin io.Reader, workRoot string) (catalog.EvalProfile, error) {
+	rf := f.run
+	rf.task, rf.taskFile, rf.workDir = "eval", "", workRoot
+	cfg, err := rf.config(stdin)
+	if err != nil {
+		return catalog.EvalProfile{}, err
+	}
+	return catalog.EvalProfile{Model: cfg.Model, MaxSteps: cfg.MaxSteps, Policy: cfg.Policy, Sandbox: cfg.Sandbox, VerifyFast: cfg.VerifyFast}, nil
+}
+
+func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile string, f evalFlags,
+	sf sandboxFlags, vf verifierFlags, af agentFlags, log *slog.Logger) error {
+	tasks, digest, err := eval.ParseTaskFile(taskFile)
+	if err != nil {
+		return usageError{err}
+	}
+	evalID := f.evalID
+	resume := f.resume != ""
+	if resume {
+		if f.evalID != "" && f.evalID != f.resume {
+			return usageError{errors.New("--eval-id and --resume name different evals")}
+		}
+		evalID = f.resume
+	}
+	if evalID == "" {
+		evalID = bus.NewULIDSource(nil).NewID(time.Now())
+	}
+	if err := bus.ValidateRunID(evalID); err != nil {
+		return usageError{fmt.Errorf("eval id: %w", err)}
+	}
+	workRoot := f.workRoot
+	if workRoot == "" {
+		workRoot = filepath.Join(f.run.dataDir, "evals", evalID)
+	}
+	if workRoot, err = filepath.Abs(workRoot); err != nil {
+		return usageError{err}
+	}
+	if err := os.MkdirAll(workRoot, 0o755); err != nil {
+		return fmt.Errorf("create the work root: %w", err)
+	}
+	base, err := f.baseProfile(cmd.InOrStdin(), workRoot)
+	if err != nil {
+		return usageError{err}
+	}
+	var profiles []catalog.EvalProfile
+	if !resume || cmd.Flags().Changed("profiles") || f.profilesFile != "" {
+		var fileProfiles map[string]catalog.EvalProfile
+		if f.profilesFile != "" {
+			r, err := os.Open(f.profilesFile)
+			if err != nil {
+				return usageError{fmt.Errorf("--profiles-file: %w", err)}
+			}
+			fileProfiles, _, err = eval.ParseProfiles(r, f.profilesFile)
+			r.Close()
+			if err != nil {
+				return usageError{err}
+			}
+		}
+		if profiles, err = eval.ResolveProfiles(f.profiles, fileProfiles, base); err != nil {
+			return usageError{err}
+		}
+	}
+	judge := base.Model
+	if f.judge.BaseURL != "" {
+		judge.BaseURL = f.judge.BaseURL
+	}
+	if f.judge.Name != "" {
+		judge.Name = f.judge.Name
+	}
+
+	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
+	url := g.natsURL
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if !external {
+		eb, err := startEmbedded(ctx, g, f.run.dataDir, f.run.natsListen, "vera-eval", log)
+		if err != nil {
+			return fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
+		}
+		defer eb.srv.Shutdown()
+		url = eb.srv.ClientURL()
+	} else {
+		g.credsDataDir = f.run.dataDir
+	}
+	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.run.dataDir, catalog.ComponentCLI), Source: catalog.ComponentCLI, Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if !external {
+		s := newStack(g, url, log)
+		scfg := sf.config(f.run.dataDir, g)
+		scfg.WorkRoots = append(scfg.WorkRoots, workRoot)
+		for _, t := range tasks {
+			if t.InputDir != "" {
+				scfg.InputRoots = append(scfg.InputRoots, t.InputDir)
+			}
+		}
+		set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
+		if err := verifierSet(&set, vf, log); err != nil {
+			return err
+		}
+		s.start(cctx, set)
+		defer func() {
+			cancel()
+			if err := s.wait(); err != nil {
+				log.Warn("components stopped with errors", "err", err)
+			}
+		}()
+	}
+
+	models := wiring.NewRecordingModels(b, log)
+	defer models.Close()
+	scorerFor := func(spec eval.ScorerSpec) (eval.Scorer, error) {
+		var c llm.Completer
+		if spec.Type == eval.ScorerJudge {
+			if c, err = models.Get(evalID, judge); err != nil {
+				return nil, err
+			}
+			c = onRun{c, evalID}
+		}
+		return eval.NewScorer(spec, c, judge.Name)
+	}
+	submittedBy := "cli"
+	if u := os.Getenv("USER"); u != "" {
+		submittedBy = "cli:" + u
+	}
+	w := g.stdout
+	bar := newEvalProgress(g.stderr, !f.quiet && isTerminal(g.stderr))
+	fmt.Fprintf(w, "eval %s: %d tasks × %s, %d at a time (work dirs under %s)\n", evalID, len(tasks), profileList(profiles, resume), f.concurrency, workRoot)
+	if external {
+		fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, evalID)
+	}
+	name := f.name
+	if name == "" && !resume {
+		name = filepath.Base(taskFile)
+	}
+	res, runErr := runner.Run(ctx, b, runner.Options{
+		EvalID: evalID, Name: name, TaskSet: taskFile, TaskSetSHA256: digest, Tasks: tasks, Profiles: profiles,
+		Concurrency: f.concurrency, Timeout: f.timeout, WorkRoot: workRoot, Resume: resume, RetryFailed: f.retryFailed,
+		ScorerFor: scorerFor, SubmittedBy: submittedBy, Progress: bar.update, Logger: log,
+	})
+	bar.done()
+	if res == nil {
+		if ctx.Err() != nil {
+			return exitError{code: exitCancelled, err: runErr}
+		}
+		return runErr
+	}
+	res.Report.DashboardURL = f.dashboardURL
+	if err := report.Text(w, res.Report); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d runs submitted, %d followed, %d scored from earlier runs, in %s\n", res.Submitted, res.Followed, res.Rescored, res.Duration.Round(time.Millisecond))
+	if f.out != "" {
+		if err := writeEvalReports(f.out, res.Report); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "report: %s\n", filepath.Join(f.out, "report.html"))
+	}
+	if res.Interrupted {
+		fmt.Fprintf(g.stderr, "eval interrupted: go on with vera eval %s --resume %s\n", taskFile, evalID)
+		return exitError{code: exitCancelled}
+	}
+	return runErr
+}
+
+func profileList(ps []catalog.EvalProfile, resume bool) string {
+	if len(ps) == 0 && resume {
+		return "the recorded profiles"
+	}
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// writeEvalReports writes report.txt, report.json and report.html.
+func writeEvalReports(dir string, r eval.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	for name, render := range map[string]func(io.Writer, eval.Report) error{
+		"report.txt": report.Text, "report.json": report.JSON, "report.html": report.HTML,
+	} {
+		if err := writeFileWith(filepath.Join(dir, name), func(w io.Writer) error { return render(w, r) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFileWith(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".vera-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// evalProgress draws the eval's progress line on a terminal, and prints
+// one line per scored task otherwise.
+type evalProgress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+}
+
+func newEvalProgress(w io.Writer, tty bool) *evalProgress {
+	return &evalProgress{w: w, tty: tty, start: time.Now()}
+}
+
+func (p *evalProgress) update(pr runner.Progress) {
+	if p.tty {
+		width := 30
+		filled := 0
+		if pr.Expected > 0 {
+			filled = pr.Scored * width / pr.Expected
+		}
+		fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %d/%d scored · %d running · %d correct · %d infra · %s",
+			strings.Repeat("#", filled), strings.Repeat(".", width-filled), pr.Scored, pr.Expected, pr.Running, pr.Correct, pr.Infra,
+			time.Since(p.start).Round(time.Second))
+		return
+	}
+	if pr.Event == "scored" {
+		mark := "wrong"
+		if pr.Last.Correct {
+			mark = "correct"
+		}
+		if pr.Last.Infra {
+			mark = "infra failure"
+		}
+		fmt.Fprintf(p.w, "[%d/%d] %s × %s: %s (%s, %d rounds, run %s)\n", pr.Scored, pr.Expected, pr.Last.TaskID, pr.Last.Profile, mark,
+			outcomeText(pr.Last.Outcome), len(pr.Last.Rounds), pr.Last.RunID)
+	}
+}
+
+func outcomeText(o catalog.Outcome) string {
+	if o == "" {
+		return "did not end"
+	}
+	return string(o)
+}
+
+func (p *evalProgress) done() {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}
+
+// loadReport reads an eval's report from the bus (an eval id) or from a
+// report.json file.
+func loadReport(ctx context.Context, g *globals, cmd *cobra.Command, ref string) (eval.Report, error) {
+	if st, err := os.Stat(ref); err == nil && !st.IsDir() {
+		data, err := os.ReadFile(ref)
+		if err != nil {
+			return eval.Report{}, err
+		}
+		var r eval.Report
+		if err := json.Unmarshal(data, &r); err != nil {
+			return eval.Report{}, fmt.Errorf("%s: not a report.json: %w", ref, err)
+		}
+		return r, nil
+	}
+	if err := bus.ValidateRunID(ref); err != nil {
+		return eval.Report{}, usageError{fmt.Errorf("%s is neither a file nor an eval id", ref)}
+	}
+	b, _, err := g.openBus(cmd, catalog.ComponentCLI, true)
+	if err != nil {
+		return eval.Report{}, err
+	}
+	defer b.Close()
+	started, at, scored, ok, err := runner.ReadEval(ctx, b, ref)
+	if err != nil {
+		return eval.Report{}, err
+	}
+	if !ok {
+		return eval.Report{}, fmt.Errorf("eval %s: not on the bus (no vera.eval.started)", ref)
+	}
+	// The tasks' order and tags come from the scored results (the task
+	// set itself is not on the bus).
+	var tasks []eval.Task
+	seen := map[string]bool{}
+	for _, s := range scored {
+		if !seen[s.TaskID] {
+			seen[s.TaskID] = true
+			tasks = append(tasks, eval.Task{ID: s.TaskID, Tags: s.Tags})
+		}
+	}
+	r := eval.Summarize(started, ref, at, tasks, scored)
+	r.Tasks = started.Tasks
+	r.Expected = started.Tasks * len(started.Profiles)
+	return r, nil
+}
+
+func newEvalReportCmd(g *globals) *cobra.Command {
+	var format, out, dashboardURL string
+	cmd := &cobra.Command{
+		Use:   "report EVAL_ID|report.json",
+		Short: "Render an eval's report again, from its events on the bus or a report.json",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := loadReport(cmd.Context(), g, cmd, args[0])
+			if err != nil {
+				return err
+			}
+			if dashboardURL != "" {
+				r.DashboardURL = dashboardURL
+			}
+			render := map[string]func(io.Writer, eval.Report) error{"text": report.Text, "json": report.JSON, "html": report.HTML}[format]
+			if render == nil {
+				return usageError{fmt.Errorf("--format %q: want text, json or html", format)}
+			}
+			if out == "" || out == "-" {
+				return render(g.stdout, r)
+			}
+			return writeFileWith(out, func(w io.Writer) error { return render(w, r) })
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "text, json or html")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	cmd.Flags().StringVar(&dashboardURL, "dashboard-url", "", "base URL of the dashboard, for links to each run")
+	return cmd
+}
+
+func newEvalCompareCmd(g *globals) *cobra.Command {
+	var html string
+	cmd := &cobra.Command{
+		Use:   "compare A B",
+		Short: "Put two evals side by side (eval ids or report.json files), with the per-task differences",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := loadReport(cmd.Context(), g, cmd, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := loadReport(cmd.Context(), g, cmd, args[1])
+			if err != nil {
+				return err
+			}
+			c := report.Compare(a, b)
+			if err := report.CompareText(g.stdout, c); err != nil {
+				return err
+			}
+			if html != "" {
+				return writeFileWith(html, func(w io.Writer) error { return report.CompareHTML(w, c) })
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&html, "html", "", "also write the comparison as a self-contained HTML page")
+	return cmd
+}
+
+func newEvalRescoreCmd(g *globals) *cobra.Command {
+	var out, judgeURL, judgeName, apiKeyEnv string
+	cmd := &cobra.Command{
+		Use:   "rescore EVAL_ID TASKS.jsonl",
+		Short: "Score a finished eval's runs again with the task set's (changed) scorers, without running anything",
+		Long: `Score every run of a finished eval again, with the scorers and references of
+TASKS.jsonl (same task ids; a changed scorer, tolerance or reference is the
+point), and store the result as a new eval (vera.eval.* events whose runs
+are the original's), printed and comparable with vera eval compare. No run
+is started. To re-audit the answers with a newer auditor, run
+vera replay --reverify on the runs first.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.quietLogger(cmd)
+			if err != nil {
+				return err
+			}
+			tasks, digest, err := eval.ParseTaskFile(args[1])
+			if err != nil {
+				return usageError{err}
+			}
+			b, _, err := g.openBus(cmd, catalog.ComponentCLI, false)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ctx := cmd.Context()
+			started, _, scored, ok, err := runner.ReadEval(ctx, b, args[0])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("eval %s: not on the bus", args[0])
+			}
+			judge := catalog.ModelConfig{BaseURL: judgeURL, Name: judgeName, APIKeyEnv: apiKeyEnv}
+			if judge.Name == "" && len(started.Profiles) > 0 {
+				judge = started.Profiles[0].Model
+			}
+			models := wiring.NewRecordingModels(b, log)
+			defer models.Close()
+			newID := bus.DeriveID(args[0], args[0], "eval/rescore/"+digest)
+			r, err := runner.Rescore(ctx, b, runner.RescoreOptions{
+				From: args[0], EvalID: newID, TaskSet: args[1], TaskSetSHA256: digest, Tasks: tasks, Started: started, Scored: scored,
+				ScorerFor: func(spec eval.ScorerSpec) (eval.Scorer, error) {
+					var c llm.Completer
+					if spec.Type == eval.ScorerJudge {
+						if c, err = models.Get(newID, judge); err != nil {
+							return nil, err
+						}
+						c = onRun{c, newID}
+					}
+					return eval.NewScorer(spec, c, judge.Name)
+				},
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "rescored eval %s as eval %s\n", args[0], newID)
+			if err := report.Text(g.stdout, r); err != nil {
+				return err
+			}
+			if out != "" {
+				return writeEvalReports(out, r)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "write report.txt, report.json and report.html into this directory")
+	cmd.Flags().StringVar(&judgeURL, "scorer-model-base-url", "", "model server of the judge scorer (default: the eval's first profile's)")
+	cmd.Flags().StringVar(&judgeName, "scorer-model", "", "model of the judge scorer (default: the eval's first profile's)")
+	cmd.Flags().StringVar(&apiKeyEnv, "scorer-api-key-env", "", "NAME of the environment variable holding the judge's API key")
+	return cmd
+}
+
+// onRun records a judge's model calls on the eval's id: they are the
+// eval's model I/O, like a run's.
+type onRun struct {
+	llm.Completer
+	runID string
+}
+
+func (o onRun) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	req.RunID = o.runID
+	return o.Completer.Complete(ctx, req)
+}
