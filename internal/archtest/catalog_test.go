@@ -2,11 +2,11 @@ package archtest
 
 import (
 	"fmt"
-	"maps"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
