@@ -15,12 +15,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/eval"
 	"github.com/vera-run/vera/eval/report"
 	"github.com/vera-run/vera/eval/runner"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/wiring"
+	"github.com/vera-run/vera/replay"
+	"github.com/vera-run/vera/sandboxd"
 )
 
 func init() { register(newEvalCmd) }
@@ -138,7 +141,7 @@ Exit status: 0 every task scored, 1 VERA failed, 2 bad flags or task set,
 	fl.StringVar(&f.judge.Name, "scorer-model", "", "model of the judge scorer (default: the agent's)")
 	fl.StringVar(&f.dashboardURL, "dashboard-url", "", "base URL of the dashboard, for links from the HTML report to each run")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress line")
-	cmd.AddCommand(newEvalReportCmd(g), newEvalCompareCmd(g), newEvalRescoreCmd(g))
+	cmd.AddCommand(newEvalReportCmd(g), newEvalCompareCmd(g), newEvalRescoreCmd(g), newEvalExportCmd(g))
 	return cmd
 }
 
@@ -512,15 +515,28 @@ func newEvalCompareCmd(g *globals) *cobra.Command {
 
 func newEvalRescoreCmd(g *globals) *cobra.Command {
 	var out, judgeURL, judgeName, apiKeyEnv string
+	var reverify, noSandbox bool
+	var auditorURL, auditorName string
+	var timeout time.Duration
+	var sf sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "rescore EVAL_ID TASKS.jsonl",
-		Short: "Score a finished eval's runs again with the task set's (changed) scorers, without running anything",
+		Short: "Score a finished eval's runs again: changed scorers, or a newer auditor (--reverify)",
 		Long: `Score every run of a finished eval again, with the scorers and references of
 TASKS.jsonl (same task ids; a changed scorer, tolerance or reference is the
 point), and store the result as a new eval (vera.eval.* events whose runs
-are the original's), printed and comparable with vera eval compare. No run
-is started. To re-audit the answers with a newer auditor, run
-vera replay --reverify on the runs first.`,
+are the original's), printed and comparable with vera eval compare. No
+agent runs.
+
+With --reverify, each run is first re-verified as vera replay --reverify
+does: a copy of the run (labels replay_of, replay_mode=reverify) whose
+submitted answers today's auditor judges again (--auditor-model to change
+its model; the auditor's commands run in the sandbox unless --no-sandbox).
+The copy is what is scored: the answers are the recorded ones, the verdicts
+are new, so the accuracy by round and the auditor's precision and recall
+are today's auditor's; the first and final answers are unchanged.`,
+		Example: `  vera eval rescore 01JX0Q6R2V4X7B9C3D5E7F9G1H tasks-v2.jsonl
+  vera eval rescore 01JX0Q6R2V4X7B9C3D5E7F9G1H tasks.jsonl --reverify --auditor-model qwen3-32b --auditor-model-base-url http://127.0.0.1:1234`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.quietLogger(cmd)
@@ -531,18 +547,28 @@ vera replay --reverify on the runs first.`,
 			if err != nil {
 				return usageError{err}
 			}
-			b, _, err := g.openBus(cmd, catalog.ComponentCLI, false)
+			if !reverify && (auditorURL != "" || auditorName != "" || noSandbox) {
+				return usageError{errors.New("--auditor-model, --auditor-model-base-url and --no-sandbox go with --reverify")}
+			}
+			ctx := cmd.Context()
+			var b *bus.Bus
+			if reverify {
+				// The re-verified copies hold the events of several
+				// components: admin's, as for vera replay --reverify.
+				b, err = g.connectAs(ctx, auth.Admin, catalog.ComponentCLI, false, log)
+			} else {
+				b, _, err = g.openBus(cmd, catalog.ComponentCLI, false)
+			}
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			ctx := cmd.Context()
 			started, _, scored, ok, err := runner.ReadEval(ctx, b, args[0])
 			if err != nil {
 				return err
 			}
 			if !ok {
-				return fmt.Errorf("eval %s: not on the bus", args[0])
+				return fmt.Errorf("eval %s: not on the bus (no vera.eval.started)", args[0])
 			}
 			judge := catalog.ModelConfig{BaseURL: judgeURL, Name: judgeName, APIKeyEnv: apiKeyEnv}
 			if judge.Name == "" && len(started.Profiles) > 0 {
@@ -550,8 +576,12 @@ vera replay --reverify on the runs first.`,
 			}
 			models := wiring.NewRecordingModels(b, log)
 			defer models.Close()
-			newID := bus.DeriveID(args[0], args[0], "eval/rescore/"+digest)
-			r, err := runner.Rescore(ctx, b, runner.RescoreOptions{
+			key := digest
+			if reverify {
+				key += "/reverify/" + auditorURL + "/" + auditorName + "/" + time.Now().UTC().Format(time.RFC3339Nano)
+			}
+			newID := bus.DeriveID(args[0], args[0], "eval/rescore/"+key)
+			opts := runner.RescoreOptions{
 				From: args[0], EvalID: newID, TaskSet: args[1], TaskSetSHA256: digest, Tasks: tasks, Started: started, Scored: scored,
 				ScorerFor: func(spec eval.ScorerSpec) (eval.Scorer, error) {
 					var c llm.Completer
@@ -563,7 +593,49 @@ vera replay --reverify on the runs first.`,
 					}
 					return eval.NewScorer(spec, c, judge.Name)
 				},
-			})
+				Progress: func(done, total int, s catalog.EvalTaskScored) {
+					fmt.Fprintf(g.stderr, "[%d/%d] %s × %s: correct %v (run %s)\n", done, total, s.TaskID, s.Profile, s.Correct, s.RunID)
+				},
+			}
+			if reverify {
+				ro := replay.ReverifyOptions{Dest: b, Audit: replay.AuditAlways, Timeout: timeout, Logger: log}
+				if auditorURL != "" || auditorName != "" {
+					m := judge
+					if len(started.Profiles) > 0 {
+						m = started.Profiles[0].Model
+					}
+					if auditorURL != "" {
+						m.BaseURL = auditorURL
+					}
+					if auditorName != "" {
+						m.Name = auditorName
+					}
+					ro.AuditModel = &m
+				}
+				if !noSandbox {
+					sb, closeSB, err := replaySandbox(ctx, sf)
+					if err != nil {
+						fmt.Fprintf(g.stderr, "the auditor's commands will not run: %v\n", err)
+					} else {
+						defer closeSB()
+						ro.Sandbox = sb
+					}
+				}
+				opts.Reverify = func(ctx context.Context, runID string) (string, error) {
+					o := ro
+					work, err := os.MkdirTemp("", "vera-reverify-")
+					if err != nil {
+						return "", err
+					}
+					o.WorkDir = work
+					res, err := replay.Reverify(ctx, b, runID, o)
+					if err != nil {
+						return "", err
+					}
+					return res.NewRun, nil
+				}
+			}
+			r, err := runner.Rescore(ctx, b, opts)
 			if err != nil {
 				return err
 			}
@@ -577,10 +649,76 @@ vera replay --reverify on the runs first.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "write report.txt, report.json and report.html into this directory")
-	cmd.Flags().StringVar(&judgeURL, "scorer-model-base-url", "", "model server of the judge scorer (default: the eval's first profile's)")
-	cmd.Flags().StringVar(&judgeName, "scorer-model", "", "model of the judge scorer (default: the eval's first profile's)")
-	cmd.Flags().StringVar(&apiKeyEnv, "scorer-api-key-env", "", "NAME of the environment variable holding the judge's API key")
+	fl := cmd.Flags()
+	fl.StringVar(&out, "out", "", "write report.txt, report.json and report.html into this directory")
+	fl.StringVar(&judgeURL, "scorer-model-base-url", "", "model server of the judge scorer (default: the eval's first profile's)")
+	fl.StringVar(&judgeName, "scorer-model", "", "model of the judge scorer (default: the eval's first profile's)")
+	fl.StringVar(&apiKeyEnv, "scorer-api-key-env", "", "NAME of the environment variable holding the judge's API key")
+	fl.BoolVar(&reverify, "reverify", false, "judge every run's answers again with today's auditor first (vera replay --reverify), and score those copies")
+	fl.StringVar(&auditorURL, "auditor-model-base-url", "", "--reverify: the auditor's model server (default: each run's)")
+	fl.StringVar(&auditorName, "auditor-model", "", "--reverify: the auditor's model (default: each run's)")
+	fl.BoolVar(&noSandbox, "no-sandbox", false, "--reverify: do not run the auditor's commands")
+	fl.DurationVar(&timeout, "timeout", replay.DefaultTimeout, "--reverify: how long to wait for the auditor on one run")
+	fl.StringVar(&sf.image, "image", os.Getenv("VERA_SANDBOX_IMAGE"), "--reverify: sandbox image; default the one `vera sandbox build` made (env VERA_SANDBOX_IMAGE)")
+	fl.StringVar(&sf.network, "network", envOr("VERA_SANDBOX_NETWORK", sandboxd.DefaultNetwork), "--reverify: Docker network of the auditor's sandboxes")
+	return cmd
+}
+
+func newEvalExportCmd(g *globals) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export EVAL_ID -o FILE",
+		Short: "Export an eval and every run it scored into one file, for vera events import elsewhere",
+		Long: `Write the eval's own events and those of every run it scored (every
+attempt) into one export file, in vera events export's format: vera events
+import loads it into another bus, where vera eval report, compare and
+rescore work on it as here.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usageError{errors.New("-o FILE is required")}
+			}
+			b, _, err := g.openBus(cmd, catalog.ComponentCLI, true)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ctx := cmd.Context()
+			_, _, scored, ok, err := runner.ReadEval(ctx, b, args[0])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("eval %s: not on the bus (no vera.eval.started)", args[0])
+			}
+			runs := []string{args[0]}
+			seen := map[string]bool{args[0]: true}
+			for _, s := range scored {
+				if !seen[s.RunID] {
+					seen[s.RunID] = true
+					runs = append(runs, s.RunID)
+				}
+			}
+			var total bus.ExportStats
+			err = writeFileWith(out, func(w io.Writer) error {
+				for _, run := range runs {
+					st, err := b.Export(ctx, w, bus.ExportOptions{RunID: run})
+					if err != nil {
+						return fmt.Errorf("export run %s: %w", run, err)
+					}
+					total.Events += st.Events
+					total.Blobs += st.Blobs
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "exported eval %s and %d runs: %d events, %d blobs → %s\n", args[0], len(runs)-1, total.Events, total.Blobs, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the export file")
 	return cmd
 }
 

@@ -136,6 +136,25 @@ func TestSystemEvalKillAndResume(t *testing.T) {
 	if !strings.Contains(rs, "85.0% (17/20)") {
 		t.Errorf("rescore report:\n%s", rs)
 	}
+
+	// Re-verified by "today's" auditor (the same script): each run is
+	// copied and its answers judged again; the figures are the same.
+	start := time.Now()
+	rv, errOut, code := runCLIFor(t, 5*time.Minute, "eval", "rescore", evalID, tasks, "--nats-url", url, "--reverify", "--no-sandbox")
+	if code != 0 {
+		t.Fatalf("vera eval rescore --reverify: exit %d\n%s", code, errOut)
+	}
+	t.Logf("rescore --reverify took %s", time.Since(start))
+	if !strings.Contains(rv, "85.0% (17/20)") || !strings.Contains(rv, "85.0%      94.4%") {
+		t.Errorf("rescore --reverify report:\n%s", rv)
+	}
+
+	// The eval and its runs exported into one file.
+	exp := filepath.Join(dir, "eval.jsonl")
+	eo, errOut, code := runCLI(t, "eval", "export", evalID, "-o", exp, "--nats-url", url)
+	if code != 0 || !strings.Contains(eo, "and 40 runs") {
+		t.Fatalf("vera eval export: exit %d\n%s\n%s", code, eo, errOut)
+	}
 }
 
 // runCLIFor is runCLI with a longer deadline.

@@ -25,12 +25,23 @@ type RescoreOptions struct {
 	// scored runs by task id.
 	Tasks     []eval.Task
 	ScorerFor func(eval.ScorerSpec) (eval.Scorer, error)
-	Now       func() time.Time
+	// Reverify, when set, re-verifies each run first (vera replay
+	// --reverify: a copy of the run whose answers today's auditor judges
+	// again) and returns the copy's id, which is then scored instead.
+	Reverify func(ctx context.Context, runID string) (string, error)
+	// Progress, when set, is told about each run scored.
+	Progress func(done, total int, s catalog.EvalTaskScored)
+	Now      func() time.Time
 }
 
 // Rescore scores the runs of a finished eval again with other scorers
 // (or references), and stores the result as a new eval whose
-// vera.eval.task_scored events name the original runs: nothing is run.
+// vera.eval.task_scored events name the original runs: no agent runs.
+// With Reverify, each run's answers are first judged again by today's
+// auditor (a re-verified copy of the run, which is what is scored: the
+// answers are the recorded ones, the auditor's verdicts are new, so the
+// accuracy by round and the auditor's precision and recall change, the
+// first and final answers do not).
 // It is idempotent: the new eval's event ids derive from its id and the
 // runs.
 func Rescore(ctx context.Context, b *bus.Bus, opts RescoreOptions) (eval.Report, error) {
@@ -62,15 +73,23 @@ func Rescore(ctx context.Context, b *bus.Bus, opts RescoreOptions) (eval.Report,
 		return eval.Report{}, err
 	}
 	var out []catalog.EvalTaskScored
+	total := len(latest)
 	for _, t := range opts.Tasks {
 		for _, p := range opts.Started.Profiles {
 			old, ok := latest[[2]string{t.ID, p.Name}]
 			if !ok {
 				continue
 			}
-			evs, err := b.ReadRun(ctx, old.RunID)
+			runID := old.RunID
+			if opts.Reverify != nil {
+				var err error
+				if runID, err = opts.Reverify(ctx, old.RunID); err != nil {
+					return eval.Report{}, fmt.Errorf("re-verify run %s (task %s, profile %s): %w", old.RunID, t.ID, p.Name, err)
+				}
+			}
+			evs, err := b.ReadRun(ctx, runID)
 			if err != nil {
-				return eval.Report{}, fmt.Errorf("read run %s: %w", old.RunID, err)
+				return eval.Report{}, fmt.Errorf("read run %s: %w", runID, err)
 			}
 			rec, err := eval.ReadRun(ctx, evs, func(ctx context.Context, d string) ([]byte, error) { return b.GetBlob(ctx, d) })
 			if err != nil {
@@ -84,11 +103,14 @@ func Rescore(ctx context.Context, b *bus.Bus, opts RescoreOptions) (eval.Report,
 			if err != nil {
 				return eval.Report{}, fmt.Errorf("score task %s (run %s): %w", t.ID, old.RunID, err)
 			}
-			s.TaskID, s.Profile, s.RunID, s.Attempt = t.ID, p.Name, old.RunID, old.Attempt
-			if err := publish(ctx, b, opts.EvalID, s, bus.DeriveID(opts.EvalID, old.RunID, "eval/task_scored")); err != nil {
+			s.TaskID, s.Profile, s.RunID, s.Attempt = t.ID, p.Name, runID, old.Attempt
+			if err := publish(ctx, b, opts.EvalID, s, bus.DeriveID(opts.EvalID, runID, "eval/task_scored")); err != nil {
 				return eval.Report{}, err
 			}
 			out = append(out, s)
+			if opts.Progress != nil {
+				opts.Progress(len(out), total, s)
+			}
 		}
 	}
 	r := eval.Summarize(started, opts.EvalID, begin, opts.Tasks, out)
