@@ -102,7 +102,7 @@ report.html (self-contained, with charts).
 Exit status: 0 every task scored, 1 VERA failed, 2 bad flags or task set,
 5 interrupted.`,
 		Example: `  vera eval tasks.jsonl --profiles no-audit,audit3 --model-base-url http://127.0.0.1:1234 --model qwen3-14b --out eval-out
-  vera eval tasks.jsonl --resume 01JX0Q6R2V4X7B9C3D5E7F9G1H --model-base-url http://127.0.0.1:1234 --model qwen3-14b
+  vera eval tasks.jsonl --resume 01JX0Q6R2V4X7B9C3D5E7F9G1H
   vera eval report 01JX0Q6R2V4X7B9C3D5E7F9G1H --format html -o report.html
   vera eval compare 01JX0Q6R2V4X7B9C3D5E7F9G1H 01JX1A...`,
 		Args: cobra.ExactArgs(1),
@@ -147,12 +147,21 @@ Exit status: 0 every task scored, 1 VERA failed, 2 bad flags or task set,
 
 // baseProfile turns the run flags into the profile the built-in profiles
 // apply to.
-func (f *evalFlags) baseProfile(stdin io.Reader, workRoot string) (catalog.EvalProfile, error) {
+func (f *evalFlags) baseProfile(stdin io.Reader, workRoot string, resume bool) (catalog.EvalProfile, error) {
 	rf := f.run
 	rf.task, rf.taskFile, rf.workDir = "eval", "", workRoot
+	// A profiles file may name the model itself: the flags then need not.
+	// So may a resumed eval, which runs the recorded profiles.
+	noModel := (f.profilesFile != "" || resume) && rf.model.BaseURL == "" && rf.model.Name == ""
+	if noModel {
+		rf.model.BaseURL, rf.model.Name = "http://127.0.0.1", "from-the-profiles-file"
+	}
 	cfg, err := rf.config(stdin)
 	if err != nil {
 		return catalog.EvalProfile{}, err
+	}
+	if noModel {
+		cfg.Model.BaseURL, cfg.Model.Name = "", ""
 	}
 	return catalog.EvalProfile{Model: cfg.Model, MaxSteps: cfg.MaxSteps, Policy: cfg.Policy, Sandbox: cfg.Sandbox, VerifyFast: cfg.VerifyFast}, nil
 }
@@ -187,7 +196,7 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 	if err := os.MkdirAll(workRoot, 0o755); err != nil {
 		return fmt.Errorf("create the work root: %w", err)
 	}
-	base, err := f.baseProfile(cmd.InOrStdin(), workRoot)
+	base, err := f.baseProfile(cmd.InOrStdin(), workRoot, resume)
 	if err != nil {
 		return usageError{err}
 	}
@@ -210,6 +219,9 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 		}
 	}
 	judge := base.Model
+	if judge.Name == "" && len(profiles) > 0 {
+		judge = profiles[0].Model
+	}
 	if f.judge.BaseURL != "" {
 		judge.BaseURL = f.judge.BaseURL
 	}
@@ -258,6 +270,23 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 		}()
 	}
 
+	if judge.Name == "" && resume {
+		// The recorded profiles' first model, as on the first run.
+		if started, _, _, ok, err := runner.ReadEval(ctx, b, evalID); err == nil && ok && len(started.Profiles) > 0 {
+			judge = started.Profiles[0].Model
+			if f.judge.BaseURL != "" {
+				judge.BaseURL = f.judge.BaseURL
+			}
+			if f.judge.Name != "" {
+				judge.Name = f.judge.Name
+			}
+		}
+	}
+	for _, t := range tasks {
+		if t.Scorer.Type == eval.ScorerJudge && (judge.Name == "" || judge.BaseURL == "") {
+			return usageError{fmt.Errorf("task %s is scored by a judge model: give --scorer-model and --scorer-model-base-url (or the agent's --model and --model-base-url)", t.ID)}
+		}
+	}
 	models := wiring.NewRecordingModels(b, log)
 	defer models.Close()
 	scorerFor := func(spec eval.ScorerSpec) (eval.Scorer, error) {

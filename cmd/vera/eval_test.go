@@ -78,7 +78,9 @@ func TestSystemEvalKillAndResume(t *testing.T) {
 		t.Fatalf("the eval finished before the kill (%d scored)", atKill)
 	}
 
-	stdout, stderr, code := runCLIFor(t, 4*time.Minute, append(args, "--resume", evalID)...)
+	// Resumed with the recorded profiles: no model flags needed.
+	stdout, stderr, code := runCLIFor(t, 4*time.Minute, "eval", tasks, "--resume", evalID, "--nats-url", url, "--data-dir", data,
+		"--eval-concurrency", "4", "--runs-dir", filepath.Join(dir, "work"), "--out", out, "--log-level", "warn")
 	if code != 0 {
 		t.Fatalf("vera eval --resume: exit %d\n%s\n%s", code, stdout, stderr)
 	}

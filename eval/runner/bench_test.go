@@ -21,7 +21,11 @@ import (
 	"github.com/vera-run/vera/eval"
 	"github.com/vera-run/vera/eval/evaltest"
 	"github.com/vera-run/vera/eval/runner"
+	"github.com/vera-run/vera/internal/dockertest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
+	"github.com/vera-run/vera/internal/wiring"
+	"github.com/vera-run/vera/sandboxd"
+	"github.com/vera-run/vera/sandboxd/image/imagetest"
 )
 
 // benchModelDelay is the scripted model's time per reply: a small local
@@ -31,8 +35,9 @@ const benchModelDelay = 150 * time.Millisecond
 
 var benchStepRE = regexp.MustCompile(`\[step (\d+)\] ACTION`)
 
-// benchScript: step 1 appends a note, step 2 submits the task's answer.
-func benchScript() scriptedmodel.Rule {
+// benchScript: step 1 appends a note (or, withCommand, runs a shell
+// command in the run's sandbox), step 2 submits the task's answer.
+func benchScript(withCommand bool) scriptedmodel.Rule {
 	return scriptedmodel.OnFunc(func(req scriptedmodel.Request) (scriptedmodel.Reply, bool) {
 		u := req.LastUserMessage()
 		m := evaltest.TaskRE.FindStringSubmatch(u)
@@ -45,9 +50,12 @@ func benchScript() scriptedmodel.Rule {
 			step = max(step, n+1)
 		}
 		var action map[string]any
-		if step == 1 {
+		switch {
+		case step == 1 && withCommand:
+			action = map[string]any{"tool": "shell", "args": map[string]string{"cmd": "echo alpha-" + m[1] + " > /work/item.txt && cat /work/item.txt"}}
+		case step == 1:
 			action = map[string]any{"tool": "notes_append", "args": map[string]string{"text": "Item " + m[1] + " is known."}}
-		} else {
+		default:
 			k, _ := strconv.Atoi(m[1])
 			action = map[string]any{"tool": "submit", "args": map[string]string{"answer": evaltest.Answer(k, true)}}
 		}
@@ -66,13 +74,27 @@ func benchScript() scriptedmodel.Rule {
 // ideal) / tasks.
 //
 //	go test ./eval/runner -run '^$' -bench EvalConcurrency -benchtime 1x
-func BenchmarkEvalConcurrency(b *testing.B) {
+func BenchmarkEvalConcurrency(b *testing.B) { benchEval(b, false) }
+
+// BenchmarkEvalConcurrencySandbox is BenchmarkEvalConcurrency with a
+// shell command per run: every run gets a container of its own from a
+// real sandboxd (Docker and the sandbox image needed).
+func BenchmarkEvalConcurrencySandbox(b *testing.B) { benchEval(b, true) }
+
+func benchEval(b *testing.B, withCommand bool) {
 	const n, c = 50, 8
 	srv, store := bustest.StartSecureServer(b)
 	bustest.ConnectAs(b, srv.ClientURL(), store, auth.Admin, bus.Options{})
-	model := scriptedmodel.Start(b, scriptedmodel.WithRules(benchScript()))
+	model := scriptedmodel.Start(b, scriptedmodel.WithRules(benchScript(withCommand)))
 	s := &stackT{url: srv.ClientURL(), store: store, model: model,
 		cli: bustest.ConnectAs(b, srv.ClientURL(), store, catalog.ComponentCLI, bus.Options{})}
+	if withCommand {
+		docker := dockertest.Client(b)
+		img := imagetest.Ensure(b)
+		root := b.TempDir()
+		s.sandbox = &wiring.Sandbox{Docker: docker, Config: sandboxd.Config{Image: img, WorkRoot: filepath.Join(root, "runs"), SpoolDir: filepath.Join(root, "spool"),
+			Logger: bustest.Logger(b), WorkRoots: []string{os.TempDir()}}}
+	}
 	s.startComponents(b)
 
 	var lines strings.Builder
@@ -105,7 +127,7 @@ func BenchmarkEvalConcurrency(b *testing.B) {
 		for i := range 5 {
 			start := time.Now()
 			res, err := runner.Run(ctx, s.cli, opts(tasks[i:i+1], 1))
-			if err != nil || len(res.Report.Results) != 1 || !res.Report.Results[0].Correct {
+			if err != nil || len(res.Report.Results) != 1 || !res.Report.Results[0].Correct || res.Report.Results[0].ToolCalls != boolInt(withCommand) {
 				b.Fatalf("one run: %v %+v", err, res)
 			}
 			evalOfOne = append(evalOfOne, time.Since(start))
@@ -132,4 +154,11 @@ func BenchmarkEvalConcurrency(b *testing.B) {
 		b.Logf("%d tasks at concurrency %d: eval %s; one run alone %s (its submission to its end, median of 5: %v; an eval of that one task took %v); ideal ceil(%d/%d)×alone = %s; ratio %.2f; overhead %.0f ms/task",
 			n, c, wall.Round(time.Millisecond), alone.Round(time.Millisecond), one, evalOfOne, n, c, ideal.Round(time.Millisecond), wall.Seconds()/ideal.Seconds(), float64((wall-ideal).Milliseconds())/n)
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

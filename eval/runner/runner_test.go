@@ -29,6 +29,8 @@ type stackT struct {
 	calls  *evaltest.Calls
 	cancel context.CancelFunc
 	sup    *component.Supervisor
+	// sandbox, when set, adds sandboxd to the components.
+	sandbox *wiring.Sandbox
 }
 
 func startStack(t *testing.T) *stackT {
@@ -51,6 +53,7 @@ func (s *stackT) startComponents(t testing.TB) {
 		},
 		Agent:      &agents.Config{Concurrency: 8},
 		DeepVerify: &deepverify.Config{Concurrency: 8},
+		Sandbox:    s.sandbox,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var sup component.Supervisor
