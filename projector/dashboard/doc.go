@@ -50,6 +50,8 @@
 //	POST /api/runs/{id}/cancel      CancelRequest → vera.run.cancelled (202)
 //	POST /api/runs/{id}/fork        ForkRequest → ForkResponse (201): a fork of the run
 //	GET  /api/runs/{id}/events      SSE: the run's events (live=1: and its replies as they stream)
+//	GET  /api/evals                 EvalList: the evals (vera eval), newest first
+//	GET  /api/evals/{id}            EvalDetail: an eval's eval.Report and progress
 //	GET  /api/events                SSE: every run's events
 //	GET  /api/metrics               projector.Metrics as JSON (404 without Metrics)
 //	GET  /api/blobs/{digest}        a big payload by digest, as text/plain
@@ -103,6 +105,32 @@
 // <original> at step N" and its vera.fork.prefix (reproduced, or where it
 // diverged); the session list carries forked_from, fork_at_step and, on
 // the original, forks (the runs that fork it), which the page links to.
+//
+// # Evals
+//
+// An eval (vera eval, package eval) publishes vera.eval.started,
+// vera.eval.task_scored and vera.eval.finished under its own id as the
+// run-id segment of their subjects; each of its task × profile runs is an
+// ordinary run whose task carries the labels eval_id, eval_task,
+// eval_profile and eval_attempt. An eval's id is not a run: the session
+// list leaves it out (whatever else is published on it) and GET
+// /api/evals lists it (name, started, tasks × profiles, scored of
+// expected, infra, running, finished or interrupted), from the same fold
+// of the stream as the session list (LastSeq is the same). GET
+// /api/evals/{id} answers the eval's eval.Report, computed by
+// eval.Summarize as `vera eval report` does (the tasks in the order they
+// were first scored, since the task set is not on the bus; Tasks and
+// Expected from vera.eval.started; the latest attempt of each task ×
+// profile), with its state, scored, infra, its last vera.eval.finished
+// and last_seq; the server keeps the events of the last 16 evals asked
+// for and reads only what is new (direct gets), so polling it is cheap.
+// The page lists the evals above the sessions; an eval's page shows its
+// progress, the accuracy by round per profile (first, r1..rN, final),
+// the auditor's precision and recall and the per-task table (outcome,
+// rounds, correct marks, a link to the run's page), and reads the report
+// again whenever the eval's own feed (GET /api/runs/{id}/events
+// ?types=vera.eval.*&after=last_seq) brings an event. A run of an eval
+// links back to it (from its labels); the session list carries eval_id.
 //
 // # Bounded reading
 //

@@ -124,6 +124,7 @@ type Server struct {
 	handlerHubs []*hub              // hubs the handler started without Serve (Close stops them)
 	closed      bool
 	sessions    *sessionIndex
+	evalCache   evalCache
 	traceTmpl   string // Options.TraceURL with {trace_id}, or ""
 }
 
@@ -330,6 +331,8 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /api/config", s.reading(s.handleConfig))
 		mux.HandleFunc("GET /api/sessions", s.reading(s.handleSessions))
 		mux.HandleFunc("POST /api/sessions", s.mutating(s.handleNewSession))
+		mux.HandleFunc("GET /api/evals", s.reading(s.handleEvals))
+		mux.HandleFunc("GET /api/evals/{id}", s.reading(s.handleEval))
 		mux.HandleFunc("GET /api/events", s.reading(s.handleAllEvents))
 		mux.HandleFunc("GET /api/runs/{id}/events", s.reading(s.handleRunEvents))
 		mux.HandleFunc("POST /api/runs/{id}/start", s.mutating(s.handleStart))

@@ -56,7 +56,10 @@ type Session struct {
 	ForkedFrom string   `json:"forked_from,omitempty"`
 	ForkAtStep int      `json:"fork_at_step,omitempty"`
 	Forks      []string `json:"forks,omitempty"`
-	created    time.Time
+	// EvalID is the eval the run belongs to (its task's label eval_id,
+	// as vera eval sets it), when it does.
+	EvalID  string `json:"eval_id,omitempty"`
+	created time.Time
 }
 
 // SessionList is the answer of GET /api/sessions. LastSeq is the last
@@ -67,9 +70,11 @@ type SessionList struct {
 	LastSeq  uint64    `json:"last_seq"`
 }
 
-// sessionIndex lists the runs: it folds the run-lifecycle events of the
-// stream (read incrementally, from the last sequence it saw) plus the
-// sessions created on the page that have no task yet.
+// sessionIndex lists the runs and the evals: it folds the run-lifecycle
+// and eval events of the stream (read incrementally, from the last
+// sequence it saw) plus the sessions created on the page that have no
+// task yet. An eval's id is the run-id segment of its events' subjects,
+// but it is no run: it is listed as an eval, never as a session.
 type sessionIndex struct {
 	bus *bus.Bus
 
@@ -79,12 +84,17 @@ type sessionIndex struct {
 	byRun    map[string]*Session
 	pending  map[string]*Session
 	starting map[string]bool // runs whose start is in flight
+	evals    map[string]*evalEntry
 }
 
-var lifecycleTypes = []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted, catalog.TypeRunCancelled, catalog.TypeRunFinished}
+// indexTypes are the event types the index folds: the run lifecycle and
+// the evals'.
+var indexTypes = []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted, catalog.TypeRunCancelled, catalog.TypeRunFinished,
+	catalog.TypeEvalStarted, catalog.TypeEvalTaskScored, catalog.TypeEvalFinished}
 
 func newSessionIndex(b *bus.Bus) *sessionIndex {
-	return &sessionIndex{bus: b, byRun: map[string]*Session{}, pending: map[string]*Session{}, starting: map[string]bool{}}
+	return &sessionIndex{bus: b, byRun: map[string]*Session{}, pending: map[string]*Session{}, starting: map[string]bool{},
+		evals: map[string]*evalEntry{}}
 }
 
 // refresh folds the lifecycle events stored since the last refresh. The
@@ -93,15 +103,15 @@ func newSessionIndex(b *bus.Bus) *sessionIndex {
 // The first one reads the history through one ordered consumer (fast on a
 // long history; it expires bus.ReadInactiveThreshold after the read), to
 // its end whether or not the request that started it stays. Later ones
-// read what is new by direct gets, one per lifecycle event, and create no
-// consumer: no number of requests for the list adds consumers to the
-// stream.
+// read what is new by direct gets, one per lifecycle or eval event, and
+// create no consumer: no number of requests for the list adds consumers
+// to the stream.
 func (x *sessionIndex) refresh(ctx context.Context) error {
-	recs := directRead(ctx, x.bus, "", lifecycleTypes, x.last+1)
+	recs := directRead(ctx, x.bus, "", indexTypes, x.last+1)
 	if !x.loaded {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
-		recs = x.bus.Read(lctx, bus.ReadOptions{Types: lifecycleTypes, FromSeq: x.last + 1})
+		recs = x.bus.Read(lctx, bus.ReadOptions{Types: indexTypes, FromSeq: x.last + 1})
 	}
 	for rec, err := range recs {
 		if err != nil {
@@ -112,6 +122,10 @@ func (x *sessionIndex) refresh(ctx context.Context) error {
 			continue
 		}
 		ev := rec.Event
+		if strings.HasPrefix(ev.Type, evalTypePrefix) {
+			x.foldEval(rec)
+			continue
+		}
 		s := x.byRun[ev.RunID]
 		if s == nil {
 			s = &Session{RunID: ev.RunID, State: StateSubmitted}
@@ -130,6 +144,7 @@ func (x *sessionIndex) refresh(ctx context.Context) error {
 			if d.Fork != nil && d.Fork.From != "" {
 				s.ForkedFrom, s.ForkAtStep = d.Fork.From, d.Fork.AtStep
 			}
+			s.EvalID = d.Labels[LabelEvalID]
 		case catalog.TypeRunStarted:
 			if s.State == StateSubmitted {
 				s.State = StateRunning
@@ -152,7 +167,8 @@ func (x *sessionIndex) refresh(ctx context.Context) error {
 }
 
 // list returns the pending sessions (newest first), then the runs (newest
-// first).
+// first). The ids of evals are not runs: they are left out, whatever
+// else was published on them (a cancellation, say).
 func (x *sessionIndex) list(ctx context.Context) ([]Session, uint64, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -165,7 +181,10 @@ func (x *sessionIndex) list(ctx context.Context) ([]Session, uint64, error) {
 	}
 	slices.SortFunc(out, func(a, b Session) int { return b.created.Compare(a.created) })
 	n := len(out)
-	for _, s := range x.byRun {
+	for id, s := range x.byRun {
+		if _, isEval := x.evals[id]; isEval {
+			continue
+		}
 		out = append(out, *s)
 	}
 	slices.SortFunc(out[n:], func(a, b Session) int {

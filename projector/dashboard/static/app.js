@@ -129,6 +129,7 @@ function renderSessions() {
     const li = el('li', { 'data-run': s.run_id, title: s.run_id },
       el('span', { class: 'title' }, s.title || '(new session)'),
       el('span', { class: 'meta' }, [s.state, s.outcome, s.submitted_by, when,
+        s.eval_id ? 'eval ' + short(s.eval_id, 10) : '',
         s.forked_from ? 'fork of ' + short(s.forked_from, 10) + ' at step ' + (s.fork_at_step || 0) : '',
         s.forks && s.forks.length ? s.forks.length + (s.forks.length === 1 ? ' fork' : ' forks') : ''].filter(Boolean).join(' · ')),
       el('span', { class: 'meta mono' }, ' ' + s.run_id));
@@ -138,12 +139,18 @@ function renderSessions() {
   }
 }
 
-// The session list follows the run-lifecycle events from the point the
-// list was read.
+// The session and eval lists follow the run-lifecycle and eval events
+// from the point the session list was read (the eval list is read after
+// it).
 function watchLifecycle(after) {
-  const types = 'vera.task.submitted,vera.run.started,vera.run.cancelled,vera.run.finished';
+  const types = 'vera.task.submitted,vera.run.started,vera.run.cancelled,vera.run.finished,vera.eval.*';
   lifecycleES = feed('/api/events?types=' + encodeURIComponent(types) + '&after=' + after);
-  lifecycleES.onmessage = () => scheduleSessions();
+  lifecycleES.onmessage = (e) => {
+    let type = '';
+    try { type = String(JSON.parse(e.data).type || ''); } catch (_) { /* reload both */ }
+    if (!type.startsWith('vera.eval.')) scheduleSessions();
+    if (type === '' || type.startsWith('vera.eval.')) scheduleEvals();
+  };
   lifecycleES.onerror = () => setConn(false, 'reconnecting…');
   lifecycleES.onopen = () => setConn(true, 'live');
 }
@@ -205,6 +212,9 @@ function settingsText(model, auditor, verifyfast, network) {
 
 function selectRun(id, knownState) {
   if (cur && cur.es) cur.es.close();
+  closeEval();
+  showView('run');
+  hashParams.delete('eval');
   resetPanels();
   $('template').textContent = templateText;
   const run = newRunState(id);
@@ -430,6 +440,7 @@ function onEvent(run, ev, seq) {
           (d.verifyfast || {}).enabled, (d.sandbox || {}).network);
         if (run.state === 'new' || run.state === 'unknown') setRunState(run, 'submitted');
         run.fork = d.fork || null;
+        run.evalOf = evalOfLabels(d.labels);
         renderLineage();
       }
       break;
@@ -906,10 +917,15 @@ function runLink(id) {
 // it (the session list's forks).
 function renderLineage() {
   const box = $('lineage');
-  const from = $('forked-from'), prefix = $('fork-prefix'), forks = $('forks');
-  clear(from); clear(prefix); clear(forks);
+  const from = $('forked-from'), prefix = $('fork-prefix'), forks = $('forks'), evalOf = $('eval-of');
+  clear(from); clear(prefix); clear(forks); clear(evalOf);
   if (!cur) { box.hidden = true; return; }
   const run = cur;
+  if (run.evalOf) {
+    const e = run.evalOf;
+    evalOf.append('part of eval ', evalLink(e.id), [e.task ? ' · task ' + e.task : '', e.profile ? ' · profile ' + e.profile : '',
+      e.attempt ? ' · attempt ' + e.attempt : ''].join(''), run.fork ? ' · ' : '');
+  }
   if (run.fork) {
     from.append('forked from ', runLink(run.fork.from), ' at step ' + run.fork.at_step + (run.fork.note ? ' (' + run.fork.note + ')' : ''));
     if (run.forkPrefix) {
@@ -929,7 +945,228 @@ function renderLineage() {
       forks.append(runLink(id));
     });
   }
-  box.hidden = !run.fork && list.length === 0;
+  box.hidden = !run.fork && list.length === 0 && !run.evalOf;
+}
+
+// ---- evals -----------------------------------------------------------------
+//
+// An eval (vera eval) is not a run: its events (vera.eval.*) are stored
+// under its id, and each task × profile is a run labelled eval_id,
+// eval_task, eval_profile, eval_attempt. The server computes its figures
+// (GET /api/evals/{id}, the eval.Report); the page reads them again when
+// the eval's feed brings a new event.
+
+let evals = [];
+let evalsTimer = null;
+let curEval = null;
+
+async function loadEvals() {
+  try {
+    const r = await get('/api/evals');
+    const j = await r.json();
+    if (!r.ok) throw new Error(j.error || r.statusText);
+    evals = j.evals || [];
+    renderEvals();
+  } catch (e) {
+    setConn(false, 'evals: ' + e.message);
+  }
+}
+
+function scheduleEvals() {
+  if (evalsTimer) return;
+  evalsTimer = setTimeout(() => { evalsTimer = null; loadEvals(); }, 150);
+}
+
+function pct(x) { return (100 * (Number(x) || 0)).toFixed(1) + '%'; }
+
+function fmtDuration(ms) {
+  const s = Math.round((Number(ms) || 0) / 1000);
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's';
+  return Math.floor(s / 3600) + 'h' + String(Math.floor(s % 3600 / 60)).padStart(2, '0') + 'm';
+}
+
+
+function renderEvals() {
+  const ul = $('evals');
+  clear(ul);
+  $('no-evals').hidden = evals.length > 0;
+  for (const v of evals) {
+    const li = el('li', { 'data-eval': v.eval_id, title: v.eval_id },
+      el('span', { class: 'title' }, v.name || v.eval_id),
+      el('span', { class: 'meta' }, [v.started_at ? new Date(v.started_at).toLocaleString() : '',
+        v.tasks + ' tasks × ' + (v.profiles || []).length + ' profiles',
+        v.scored + '/' + v.expected + ' scored' + (v.infra ? ' (' + v.infra + ' infra)' : ''),
+        v.state + (v.resumes ? ' · resumed ' + v.resumes + '×' : '')].filter(Boolean).join(' · ')),
+      el('span', { class: 'meta mono' }, v.eval_id));
+    if (curEval && curEval.id === v.eval_id) li.classList.add('selected');
+    li.addEventListener('click', () => selectEval(v.eval_id));
+    ul.append(li);
+  }
+}
+
+// evalOfLabels reads the labels vera eval puts on its runs' tasks.
+function evalOfLabels(labels) {
+  const l = labels || {};
+  if (typeof l.eval_id !== 'string' || l.eval_id === '') return null;
+  return { id: l.eval_id, task: l.eval_task || '', profile: l.eval_profile || '', attempt: l.eval_attempt || '' };
+}
+
+// evalLink is a link that opens eval id in this page.
+function evalLink(id) {
+  const a = el('a', { class: 'mono eval-link', 'data-eval': id }, id);
+  a.href = '#eval=' + encodeURIComponent(id);
+  a.addEventListener('click', (e) => { e.preventDefault(); selectEval(id); });
+  return a;
+}
+
+// showView shows the eval page or the run's panels.
+function showView(which) {
+  const isEval = which === 'eval';
+  $('eval-panel').hidden = !isEval;
+  $('run-panel').hidden = isEval;
+  $('grid').hidden = isEval;
+}
+
+function closeEval() {
+  if (!curEval) return;
+  if (curEval.es) curEval.es.close();
+  if (curEval.timer) clearTimeout(curEval.timer);
+  curEval = null;
+}
+
+function selectEval(id) {
+  if (cur && cur.es) cur.es.close();
+  cur = null;
+  closeEval();
+  hashParams.delete('run');
+  hashParams.set('eval', id);
+  saveHash();
+  showView('eval');
+  const ev = { id, es: null, timer: null, loading: false, again: false, seen: null };
+  curEval = ev;
+  for (const t of ['eval-accuracy', 'eval-auditor', 'eval-tasks']) clear($(t).tBodies[0]);
+  clear($('eval-accuracy').tHead);
+  $('eval-id').textContent = id;
+  $('eval-name').textContent = '';
+  $('eval-state').textContent = 'loading…';
+  $('eval-progress').textContent = '';
+  $('eval-meta').textContent = '';
+  $('eval-error').textContent = '';
+  renderEvals();
+  renderSessions();
+  loadEval(ev);
+}
+
+async function loadEval(ev) {
+  if (ev.loading) { ev.again = true; return; }
+  ev.loading = true;
+  let after = 0;
+  try {
+    const r = await get('/api/evals/' + encodeURIComponent(ev.id));
+    const j = await r.json();
+    if (curEval !== ev) return;
+    if (!r.ok) {
+      $('eval-error').textContent = j.error || ('HTTP ' + r.status);
+      $('eval-state').textContent = r.status === 404 ? 'not started' : 'error';
+    } else {
+      $('eval-error').textContent = '';
+      renderEval(ev, j);
+      after = j.last_seq || 0;
+    }
+    if (!ev.es) watchEval(ev, after);
+  } catch (e) {
+    if (curEval === ev) $('eval-error').textContent = 'eval: ' + e.message;
+  } finally {
+    ev.loading = false;
+    if (ev.again && curEval === ev) { ev.again = false; loadEval(ev); }
+  }
+}
+
+// watchEval follows the eval's own events from the point its report was
+// read, and reads the report again (at most every 150 ms) when one comes.
+function watchEval(ev, after) {
+  const es = feed('/api/runs/' + encodeURIComponent(ev.id) + '/events?types=' + encodeURIComponent('vera.eval.*') + '&after=' + after);
+  ev.es = es;
+  es.onmessage = () => {
+    if (curEval !== ev || ev.timer) return;
+    ev.timer = setTimeout(() => { ev.timer = null; if (curEval === ev) loadEval(ev); }, 150);
+  };
+  es.onopen = () => setConn(true, 'live');
+  es.onerror = () => setConn(false, 'reconnecting…');
+}
+
+function renderEval(ev, d) {
+  const profiles = d.profiles || [];
+  const results = d.results || [];
+  $('eval-name').textContent = d.name || '';
+  $('eval-state').textContent = d.state + (d.resumes ? ' · resumed ' + d.resumes + '×' : '');
+  $('eval-state').title = d.state === 'running' ? 'no vera.eval.finished since it started: running, or its process died (vera eval --resume goes on)' : '';
+  $('eval-progress').textContent = 'scored ' + d.scored + '/' + d.expected + ' · infra ' + d.infra +
+    (d.finished ? ' · ' + (d.finished.interrupted ? 'interrupted' : 'finished') + ' after ' + fmtDuration(d.finished.duration_ms) : '');
+  $('eval-meta').textContent = [d.tasks + ' tasks × ' + profiles.length + ' profiles (' + profiles.map((p) => p.name).join(', ') + ')',
+    d.started ? 'started ' + new Date(d.started).toLocaleString() : '', d.task_set ? 'task set ' + d.task_set : ''].filter(Boolean).join(' · ');
+
+  // Accuracy by round: first, r1..rN, final.
+  const rounds = Math.max(0, ...profiles.map((p) => (p.by_round || []).length));
+  const head = $('eval-accuracy').tHead;
+  clear(head);
+  const hr = el('tr', null, el('th', null, 'profile'), el('th', null, 'scored'), el('th', null, 'infra'), el('th', null, 'first'));
+  for (let r = 1; r <= rounds; r++) hr.append(el('th', null, 'r' + r));
+  hr.append(el('th', null, 'final'), el('th', null, 'steps'), el('th', null, 'tokens'), el('th', null, 'wall'));
+  head.append(hr);
+  const acc = $('eval-accuracy').tBodies[0];
+  clear(acc);
+  for (const p of profiles) {
+    const tr = el('tr', { 'data-profile': p.name }, el('td', null, p.name), el('td', null, p.scored), el('td', null, p.infra),
+      el('td', null, pct(p.first_accuracy)));
+    for (let r = 1; r <= rounds; r++) {
+      const v = (p.by_round || [])[r - 1];
+      tr.append(el('td', null, v === undefined ? '—' : pct(v)));
+    }
+    tr.append(el('td', null, pct(p.final_accuracy)), el('td', null, (p.mean_steps || 0).toFixed(1)),
+      el('td', null, Math.round(p.mean_tokens || 0)), el('td', null, fmtDuration(p.mean_wall_ms)));
+    acc.append(tr);
+  }
+
+  // The auditor's own quality.
+  const aud = $('eval-auditor').tBodies[0];
+  clear(aud);
+  for (const p of profiles) {
+    const st = p.auditor_stats;
+    if (!st) continue;
+    aud.append(el('tr', { 'data-profile': p.name }, el('td', null, p.name), el('td', null, st.judged),
+      el('td', null, st.accepted_right), el('td', null, st.accepted_wrong), el('td', null, st.rejected_right), el('td', null, st.rejected_wrong),
+      el('td', null, pct(st.precision)), el('td', null, pct(st.recall))));
+  }
+  if (!aud.rows.length) aud.append(el('tr', null, el('td', { class: 'hint' }, 'no profile with the auditor')));
+
+  // Per task: the latest attempt of each task × profile.
+  const body = $('eval-tasks').tBodies[0];
+  clear(body);
+  const seen = new Set();
+  for (const x of results) {
+    const key = JSON.stringify([x.task_id, x.profile]) + '#' + x.attempt;
+    seen.add(key);
+    const marks = el('td', null);
+    for (const rd of (x.rounds || [])) {
+      marks.append(el('span', { class: rd.correct ? 'mark-right' : 'mark-wrong', title: 'round ' + rd.round + (rd.audited ? ', audit score ' + rd.audit_score : '') + ': ' + short(rd.answer, 300) },
+        'r' + rd.round + (rd.correct ? ' ✓' : ' ✗') + (rd.accepted ? ' (accepted)' : '')), ' ');
+    }
+    marks.append(el('span', { class: x.correct ? 'mark-right' : 'mark-wrong', title: 'final answer: ' + short(x.final_answer, 300) }, 'final ' + (x.correct ? '✓' : '✗')));
+    const tr = el('tr', { class: (x.infra ? 'infra' : '') + (ev.seen && !ev.seen.has(key) ? ' new' : ''),
+      'data-task': x.task_id, 'data-profile': x.profile, 'data-run': x.run_id },
+    el('td', { class: 'mono' }, x.task_id),
+    el('td', null, x.profile),
+    el('td', null, x.attempt),
+    el('td', { title: x.reason || '' }, (x.outcome || 'did not end') + (x.infra ? ' · infra' : '') + (x.reason ? ' · ' + short(x.reason, 80) : '')),
+    el('td', null, (x.rounds || []).length),
+    marks,
+    el('td', null, x.steps),
+    el('td', null, runLink(x.run_id)));
+    body.append(tr);
+  }
+  ev.seen = seen;
 }
 
 // ---- start -----------------------------------------------------------------
@@ -948,8 +1185,11 @@ async function init() {
     if (!token) $('token').placeholder = 'token (see ' + c.token_file + ')';
   } catch (_) { /* the panels still work */ }
   await loadSessions();
+  await loadEvals();
+  const wantEval = hashParams.get('eval');
   const want = hashParams.get('run');
-  if (want) selectRun(want);
+  if (wantEval) selectEval(wantEval);
+  else if (want) selectRun(want);
   loadGlobalMetrics();
   setInterval(loadGlobalMetrics, 3000);
 }
