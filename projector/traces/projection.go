@@ -223,6 +223,8 @@ func (p *Projection) Add(ev bus.Event) bool {
 	case catalog.TypeContainerLog:
 		// One line of the container's own output: a log, not a trace
 		// fact (docs/otel.md); it stays in container.log and the stream.
+	case catalog.TypeEvalFinished:
+		p.evalFinished(ev, root)
 	default:
 		// Policy events, run.cancelled, container events, outside tools'
 		// vera.ext.* events and types newer than this projector: a span
@@ -243,7 +245,17 @@ func (p *Projection) Add(ev bus.Event) bool {
 }
 
 // ensureRoot returns the run's root span, opening it at the first event.
+// An eval's events (vera eval, on the eval's id) have a root of their own
+// kind: "vera eval", not an agent invocation.
 func (p *Projection) ensureRoot(ev bus.Event) *Span {
+	if p.root == nil && strings.HasPrefix(ev.Type, "vera.eval.") {
+		p.root = &Span{
+			key: "root", ID: bus.RootSpanID(p.runID), Name: "vera eval",
+			Kind: trace.SpanKindInternal, Start: ev.Time,
+			Attrs: []attribute.KeyValue{attribute.String("vera.eval_id", p.runID)},
+		}
+		p.spans[p.root.key] = p.root
+	}
 	if p.root == nil {
 		p.root = &Span{
 			key: "root", ID: bus.RootSpanID(p.runID), Name: "invoke_agent vera",
@@ -346,6 +358,21 @@ func (p *Projection) runStarted(ev bus.Event, root *Span) {
 		attribute.String("vera.agent_id", d.AgentID),
 		attribute.Int("vera.auditor.max_rounds", d.Config.Auditor.MaxRounds),
 		attribute.Int("vera.auditor.stop_score", p.stopScore))
+}
+
+// evalFinished ends an eval's trace, unless the eval was interrupted (a
+// resumed eval goes on in the same trace).
+func (p *Projection) evalFinished(ev bus.Event, root *Span) {
+	root.Events = append(root.Events, SpanEvent{Name: ev.Type, Time: ev.Time, Attrs: p.genericAttrs(ev)})
+	var d catalog.EvalFinished
+	if !p.decode(ev, &d) || d.Interrupted {
+		return
+	}
+	for _, s := range p.openChildren() {
+		s.Attrs = append(s.Attrs, attribute.Bool("vera.unfinished", true))
+		p.end(s, ev.Time)
+	}
+	p.end(root, ev.Time)
 }
 
 func (p *Projection) runFinished(ev bus.Event, root *Span) {

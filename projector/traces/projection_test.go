@@ -643,3 +643,60 @@ func TestNativeToolCallAndReasoning(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalIsATraceOfItsOwn: an eval's events make a "vera eval" root span
+// (not an agent invocation), with the judge's model call under it; an
+// interrupted eval's root stays open for its resumption, a finished one
+// ends.
+func TestEvalIsATraceOfItsOwn(t *testing.T) {
+	f := bus.Factory{Source: "cli"}
+	const evalID = "01JEVALTRACE00000000000000"
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	mk := func(d time.Duration, p bus.Payload) bus.Event {
+		ev, err := f.New(evalID, p, bus.WithTime(t0.Add(d)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	started := mk(0, catalog.EvalStarted{Name: "e", TaskSet: "t.jsonl", TaskSetSHA256: strings.Repeat("a", 64), Tasks: 1, Concurrency: 1, SubmittedBy: "cli"})
+	req := mk(time.Second, catalog.ModelRequested{CallID: "eval-judge-x-1", Scope: catalog.ScopeEval, Purpose: "eval-judge", Model: "m", Attempt: 1})
+	resp := mk(2*time.Second, catalog.ModelResponded{CallID: "eval-judge-x-1", Scope: catalog.ScopeEval, Attempt: 1, Model: "m"})
+	scored := mk(3*time.Second, catalog.EvalTaskScored{TaskID: "x", Profile: "p", RunID: "r", Attempt: 1, Scorer: "judge", Correct: true})
+	interrupted := mk(4*time.Second, catalog.EvalFinished{Scored: 1, Expected: 2, Interrupted: true})
+	finished := mk(5*time.Second, catalog.EvalFinished{Scored: 2, Expected: 2})
+
+	spans := traces.Project(evalID, []bus.Event{started, req, resp, scored, interrupted}, traces.Options{})
+	var root *traces.Span
+	for _, s := range spans {
+		if s.Name == "vera eval" {
+			root = s
+		}
+	}
+	if root == nil {
+		t.Fatalf("no vera eval root span in %d spans", len(spans))
+	}
+	if v, ok := attr(root, "vera.unfinished"); !ok || !v.AsBool() {
+		t.Error("an interrupted eval's root span should be left open (unfinished in a projection of what is stored)")
+	}
+	chat := false
+	for _, s := range spans {
+		if strings.HasPrefix(s.Name, "chat ") && s.Parent == root.ID {
+			chat = true
+		}
+	}
+	if !chat {
+		t.Error("the judge's call is not a chat span under the eval's root")
+	}
+	spans = traces.Project(evalID, []bus.Event{started, req, resp, scored, interrupted, finished}, traces.Options{})
+	for _, s := range spans {
+		if s.Name == "vera eval" {
+			if v, ok := attr(s, "vera.unfinished"); ok && v.AsBool() {
+				t.Error("a finished eval's root span is marked unfinished")
+			}
+			if !s.End.Equal(finished.Time) {
+				t.Errorf("root ends at %v, want %v", s.End, finished.Time)
+			}
+		}
+	}
+}
