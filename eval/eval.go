@@ -17,6 +17,14 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 )
 
+// The labels vera eval sets on each run's vera.task.submitted.
+const (
+	LabelEvalID      = "eval_id"
+	LabelEvalTask    = "eval_task"
+	LabelEvalProfile = "eval_profile"
+	LabelEvalAttempt = "eval_attempt"
+)
+
 // Scorer kinds.
 const (
 	ScorerExact    = "exact"

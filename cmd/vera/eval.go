@@ -229,50 +229,25 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 		judge.Name = f.judge.Name
 	}
 
-	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
-	url := g.natsURL
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	if !external {
-		eb, err := startEmbedded(ctx, g, f.run.dataDir, f.run.natsListen, "vera-eval", log)
-		if err != nil {
-			return fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
-		}
-		defer eb.srv.Shutdown()
-		url = eb.srv.ClientURL()
-	} else {
-		g.credsDataDir = f.run.dataDir
-	}
-	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.run.dataDir, catalog.ComponentCLI), Source: catalog.ComponentCLI, Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	b, err := openTaskBus(ctx, g, cmd, f.run.dataDir, f.run.natsListen, "vera-eval", log)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	if !external {
-		s := newStack(g, url, log)
-		scfg := sf.config(f.run.dataDir, g)
-		scfg.WorkRoots = append(scfg.WorkRoots, workRoot)
-		for _, t := range tasks {
-			if t.InputDir != "" {
-				scfg.InputRoots = append(scfg.InputRoots, t.InputDir)
-			}
+	defer b.close()
+	var inputs []string
+	for _, t := range tasks {
+		if t.InputDir != "" {
+			inputs = append(inputs, t.InputDir)
 		}
-		set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
-		if err := verifierSet(&set, vf, log); err != nil {
-			return err
-		}
-		s.start(cctx, set)
-		defer func() {
-			cancel()
-			if err := s.wait(); err != nil {
-				log.Warn("components stopped with errors", "err", err)
-			}
-		}()
 	}
+	if err := b.startComponents(ctx, sf, vf, af, []string{workRoot}, inputs); err != nil {
+		return err
+	}
+	external, url := b.external, b.url
 
 	if judge.Name == "" && resume {
 		// The recorded profiles' first model, as on the first run.
-		if started, _, _, ok, err := runner.ReadEval(ctx, b, evalID); err == nil && ok && len(started.Profiles) > 0 {
+		if started, _, _, ok, err := runner.ReadEval(ctx, b.Bus, evalID); err == nil && ok && len(started.Profiles) > 0 {
 			judge = started.Profiles[0].Model
 			if f.judge.BaseURL != "" {
 				judge.BaseURL = f.judge.BaseURL
@@ -287,7 +262,7 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 			return usageError{fmt.Errorf("task %s is scored by a judge model: give --scorer-model and --scorer-model-base-url (or the agent's --model and --model-base-url)", t.ID)}
 		}
 	}
-	models := wiring.NewRecordingModels(b, log)
+	models := wiring.NewRecordingModels(b.Bus, log)
 	defer models.Close()
 	scorerFor := func(spec eval.ScorerSpec) (eval.Scorer, error) {
 		var c llm.Completer
@@ -313,7 +288,7 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 	if name == "" && !resume {
 		name = filepath.Base(taskFile)
 	}
-	res, runErr := runner.Run(ctx, b, runner.Options{
+	res, runErr := runner.Run(ctx, b.Bus, runner.Options{
 		EvalID: evalID, Name: name, TaskSet: taskFile, TaskSetSHA256: digest, Tasks: tasks, Profiles: profiles,
 		Concurrency: f.concurrency, Timeout: f.timeout, WorkRoot: workRoot, Resume: resume, RetryFailed: f.retryFailed,
 		ScorerFor: scorerFor, SubmittedBy: submittedBy, Progress: bar.update, Logger: log,

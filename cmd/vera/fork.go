@@ -4,21 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/forkspec"
-	"github.com/vera-run/vera/internal/wiring"
-	"github.com/vera-run/vera/projector"
 )
 
 func init() { register(newForkCmd) }
@@ -248,59 +243,31 @@ func forkConfig(ctx context.Context, b *bus.Bus, cmd *cobra.Command, original, n
 }
 
 // forkTask reads the original, submits the fork and follows it (see
-// newForkCmd). Its bus and component handling is runTask's; it differs in
-// reading the original on the same connection before it submits.
+// newForkCmd). Its bus and component handling is runTask's (taskBus); it
+// reads the original on the same connection before it submits.
 func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original string, f forkFlags,
 	sf sandboxFlags, vf verifierFlags, af agentFlags, log *slog.Logger) error {
-	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
-	url := g.natsURL
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	if !external {
-		eb, err := startEmbedded(ctx, g, f.dataDir, f.natsListen, "vera-fork", log)
-		if err != nil {
-			return fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
-		}
-		defer eb.srv.Shutdown()
-		url = eb.srv.ClientURL()
-	} else {
-		g.credsDataDir = f.dataDir
-	}
-	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.dataDir, catalog.ComponentCLI), Source: catalog.ComponentCLI, Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	b, err := openTaskBus(ctx, g, cmd, f.dataDir, f.natsListen, "vera-fork", log)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer b.close()
 
 	runID := f.runID
 	if runID == "" {
 		runID = b.Options().IDs.NewID(b.Options().Clock.Now())
 	}
-	sub, orig, err := forkConfig(ctx, b, cmd, original, runID, f)
+	sub, orig, err := forkConfig(ctx, b.Bus, cmd, original, runID, f)
 	if err != nil {
 		return err
 	}
 	cfg := sub.RunConfig
-
-	var s *stack
-	if !external {
-		s = newStack(g, url, log)
-		scfg := sf.config(f.dataDir, g)
-		scfg.WorkRoots = append(scfg.WorkRoots, cfg.WorkDir)
-		if cfg.InputDir != "" {
-			scfg.InputRoots = append(scfg.InputRoots, cfg.InputDir)
-		}
-		set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
-		if err := verifierSet(&set, vf, log); err != nil {
-			return err
-		}
-		s.start(cctx, set)
-		defer func() {
-			cancel()
-			if err := s.wait(); err != nil {
-				log.Warn("components stopped with errors", "err", err)
-			}
-		}()
+	var inputs []string
+	if cfg.InputDir != "" {
+		inputs = append(inputs, cfg.InputDir)
+	}
+	if err := b.startComponents(ctx, sf, vf, af, []string{cfg.WorkDir}, inputs); err != nil {
+		return err
 	}
 
 	ev, err := b.Events.New(runID, sub)
@@ -313,7 +280,7 @@ func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original stri
 		}
 		return fmt.Errorf("submit the fork: %w", err)
 	}
-	w := &lockedWriter{w: g.stdout}
+	w := g.stdout
 	if !f.jsonOut {
 		fmt.Fprintf(w, "run %s submitted: a fork of run %s at step %d of %d: %s\n", runID, original, cfg.Fork.AtStep, orig.Steps, oneLine(cfg.Task, 100))
 		fmt.Fprintf(w, "  steps 1-%d from the recording (commands re-run, each step compared), then live\n", cfg.Fork.AtStep)
@@ -324,41 +291,11 @@ func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original stri
 		if cfg.Fork.Note != "" {
 			fmt.Fprintf(w, "  note: %s\n", oneLine(cfg.Fork.Note, 200))
 		}
-		if external {
-			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, runID)
+		if b.external {
+			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", b.url, runID)
 		}
 	}
-	fin, err := followRun(ctx, b, runID, w, g.stderr, followOptions{jsonOut: f.jsonOut, external: external, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)}, s)
-	if err == nil && !external {
-		waitConsumerIdle(ctx, b, projector.FilesDurable, 15*time.Second, log)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer pcancel()
-			cev, cerr := b.Events.New(runID, catalog.RunCancelled{RequestedBy: sub.SubmittedBy, Reason: "interrupted (Ctrl-C)"})
-			if cerr == nil {
-				_, cerr = b.Publish(pctx, cev)
-			}
-			if cerr != nil {
-				return exitError{code: exitCancelled, err: fmt.Errorf("interrupted; cancelling run %s failed: %w", runID, cerr)}
-			}
-			fmt.Fprintf(g.stderr, "\nrun %s cancelled\n", runID)
-			return exitError{code: exitCancelled}
-		}
-		return err
-	}
-	switch {
-	case fin == nil:
-		fmt.Fprintf(g.stderr, "run %s was cancelled\n", runID)
-		return exitError{code: exitCancelled}
-	case fin.Outcome == catalog.OutcomeResolved:
-		return nil
-	case fin.Outcome == catalog.OutcomeUnresolved:
-		return exitError{code: exitUnresolved}
-	default:
-		return exitError{code: exitRunFailed}
-	}
+	return b.followToEnd(ctx, runID, sub.SubmittedBy, w, followOptions{jsonOut: f.jsonOut, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)})
 }
 
 func onOff(b bool) string {
@@ -366,19 +303,6 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
-}
-
-// lockedWriter serialises the lines of the run view and of the prefix
-// watch, which print from two goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // forkPrefixText is the view's lines for a vera.fork.prefix.

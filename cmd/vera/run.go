@@ -17,8 +17,6 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/eventfmt"
 	"github.com/vera-run/vera/internal/live"
-	"github.com/vera-run/vera/internal/wiring"
-	"github.com/vera-run/vera/projector"
 )
 
 func init() { register(newRunCmd) }
@@ -300,46 +298,17 @@ Exit status:
 // runTask submits the task and follows the run (see newRunCmd).
 func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cfg catalog.RunConfig,
 	sf sandboxFlags, vf verifierFlags, af agentFlags, log *slog.Logger) error {
-	external := cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
-	url := g.natsURL
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	var s *stack
-	if !external {
-		eb, err := startEmbedded(ctx, g, f.dataDir, f.natsListen, "vera-run", log)
-		if err != nil {
-			return fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
-		}
-		defer eb.srv.Shutdown()
-		url = eb.srv.ClientURL()
-	} else {
-		g.credsDataDir = f.dataDir
-	}
-	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.dataDir, catalog.ComponentCLI), Source: catalog.ComponentCLI, Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	b, err := openTaskBus(ctx, g, cmd, f.dataDir, f.natsListen, "vera-run", log)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	if !external {
-		s = newStack(g, url, log)
-		// The operator of this sandboxd named the run's dirs on the
-		// command line: they are its roots too.
-		scfg := sf.config(f.dataDir, g)
-		scfg.WorkRoots = append(scfg.WorkRoots, cfg.WorkDir)
-		if cfg.InputDir != "" {
-			scfg.InputRoots = append(scfg.InputRoots, cfg.InputDir)
-		}
-		set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
-		if err := verifierSet(&set, vf, log); err != nil {
-			return err
-		}
-		s.start(cctx, set)
-		defer func() {
-			cancel()
-			if err := s.wait(); err != nil {
-				log.Warn("components stopped with errors", "err", err)
-			}
-		}()
+	defer b.close()
+	var inputs []string
+	if cfg.InputDir != "" {
+		inputs = append(inputs, cfg.InputDir)
+	}
+	if err := b.startComponents(ctx, sf, vf, af, []string{cfg.WorkDir}, inputs); err != nil {
+		return err
 	}
 
 	runID := f.runID
@@ -368,44 +337,11 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 		if set := modelSettingsText(cfg.Model); set != "" {
 			fmt.Fprintf(w, "  model settings: %s\n", set)
 		}
-		if external {
-			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", url, runID)
+		if b.external {
+			fmt.Fprintf(w, "  bus %s (watch: vera events tail --run %s)\n", b.url, runID)
 		}
 	}
-	fin, err := followRun(ctx, b, runID, w, g.stderr, followOptions{jsonOut: f.jsonOut, external: external, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)}, s)
-	if err == nil && !external {
-		// The run's files are written by the projector in this process:
-		// let it catch up before the components stop.
-		waitConsumerIdle(ctx, b, projector.FilesDurable, 15*time.Second, log)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			// Ctrl-C: cancel the run for everyone, then stop.
-			pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer pcancel()
-			cev, cerr := b.Events.New(runID, catalog.RunCancelled{RequestedBy: sub.SubmittedBy, Reason: "interrupted (Ctrl-C)"})
-			if cerr == nil {
-				_, cerr = b.Publish(pctx, cev)
-			}
-			if cerr != nil {
-				return exitError{code: exitCancelled, err: fmt.Errorf("interrupted; cancelling run %s failed: %w", runID, cerr)}
-			}
-			fmt.Fprintf(g.stderr, "\nrun %s cancelled\n", runID)
-			return exitError{code: exitCancelled}
-		}
-		return err
-	}
-	switch {
-	case fin == nil:
-		fmt.Fprintf(g.stderr, "run %s was cancelled\n", runID)
-		return exitError{code: exitCancelled}
-	case fin.Outcome == catalog.OutcomeResolved:
-		return nil
-	case fin.Outcome == catalog.OutcomeUnresolved:
-		return exitError{code: exitUnresolved}
-	default:
-		return exitError{code: exitRunFailed}
-	}
+	return b.followToEnd(ctx, runID, sub.SubmittedBy, w, followOptions{jsonOut: f.jsonOut, showReasoning: f.showReasoning, statusLine: isTerminal(g.stderr)})
 }
 
 // followOptions say how followRun prints a run.

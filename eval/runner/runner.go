@@ -51,14 +51,6 @@ import (
 	"github.com/vera-run/vera/eval"
 )
 
-// Labels of an eval's runs.
-const (
-	LabelEvalID      = "eval_id"
-	LabelEvalTask    = "eval_task"
-	LabelEvalProfile = "eval_profile"
-	LabelEvalAttempt = "eval_attempt"
-)
-
 // DefaultTimeout bounds one run unless its profile says otherwise.
 const DefaultTimeout = 30 * time.Minute
 
@@ -491,7 +483,7 @@ func (s *state) submit(ctx context.Context, j job, t eval.Task, p catalog.EvalPr
 		Model: p.Model, MaxSteps: p.MaxSteps, Auditor: p.Auditor, Sandbox: p.Sandbox, VerifyFast: p.VerifyFast, Policy: p.Policy,
 	}
 	sub := catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: o.SubmittedBy, Labels: map[string]string{
-		LabelEvalID: o.EvalID, LabelEvalTask: t.ID, LabelEvalProfile: p.Name, LabelEvalAttempt: strconv.Itoa(j.attempt),
+		eval.LabelEvalID: o.EvalID, eval.LabelEvalTask: t.ID, eval.LabelEvalProfile: p.Name, eval.LabelEvalAttempt: strconv.Itoa(j.attempt),
 	}}
 	ev, err := s.b.Events.New(runID, sub, bus.WithID(bus.DeriveID(runID, o.EvalID, "eval/submit")))
 	if err != nil {

@@ -133,7 +133,7 @@ func TestEvalRoundByRound(t *testing.T) {
 	}
 	p, _ := catalog.Decode(run[0].Type, run[0].Data)
 	sub := p.(*catalog.TaskSubmitted)
-	if sub.Labels[runner.LabelEvalID] != res.EvalID || sub.Labels[runner.LabelEvalTask] != "item-06" || sub.Labels[runner.LabelEvalProfile] != "audit3" {
+	if sub.Labels[eval.LabelEvalID] != res.EvalID || sub.Labels[eval.LabelEvalTask] != "item-06" || sub.Labels[eval.LabelEvalProfile] != "audit3" {
 		t.Fatalf("labels %v", sub.Labels)
 	}
 	for k, n := range s.calls.Counts() {

@@ -23,7 +23,7 @@ var components = []string{
 
 // testOnly are helpers no production package may depend on.
 var testOnly = []string{"internal/scriptedmodel", "internal/dockertest", "internal/jaegertest", "bus/bustest", "sandboxd/image/imagetest", "internal/archtest", "component/componenttest",
-	"internal/llm/schematest", "internal/modelcheck/modelchecktest", "eval/evaltest"}
+	"internal/llm/schematest", "internal/modelcheck/modelchecktest", "eval/evaltest", "internal/browsertest"}
 
 // isTestOnly reports whether pkg is a test helper: test helpers may use
 // one another (the conformance suite runs on bustest's servers).

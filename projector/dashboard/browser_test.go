@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,61 +13,20 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/vera-run/vera/internal/browsertest"
+
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/live"
 	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/projector"
 )
 
-// chromium finds a Chromium to drive: $VERA_CHROMIUM, Debian's
-// /usr/bin/chromium, or one on PATH. Without one the browser tests skip,
-// unless VERA_REQUIRE_CHROMIUM=1, which makes them fail.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if testing.Short() && os.Getenv("VERA_REQUIRE_CHROMIUM") != "1" {
-		t.Skip("browser test skipped in -short mode")
-	}
-	cands := []string{os.Getenv("VERA_CHROMIUM"), "/usr/bin/chromium"}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			cands = append(cands, p)
-		}
-	}
-	for _, p := range cands {
-		if p == "" {
-			continue
-		}
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p
-		}
-	}
-	if os.Getenv("VERA_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("VERA_REQUIRE_CHROMIUM=1 but no Chromium found (install Debian's chromium, or set VERA_CHROMIUM)")
-	}
-	t.Skip("no Chromium found (apt-get install chromium, or set VERA_CHROMIUM): browser test skipped; VERA_REQUIRE_CHROMIUM=1 makes this a failure")
-	return ""
-}
+// chromium and browser are internal/browsertest's.
+func chromium(t *testing.T) string { t.Helper(); return browsertest.Chromium(t) }
 
-// browser starts a headless Chromium and returns a tab context.
 func browser(t *testing.T, path string) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1440, 1400),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium %s: %v", path, err)
-	}
-	return ctx
+	return browsertest.Browser(t, path)
 }
 
 // waitJS polls a JavaScript boolean expression until it holds.

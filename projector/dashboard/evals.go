@@ -16,14 +16,6 @@ import (
 	"github.com/vera-run/vera/eval"
 )
 
-// The labels vera eval sets on each run's vera.task.submitted.
-const (
-	LabelEvalID      = "eval_id"
-	LabelEvalTask    = "eval_task"
-	LabelEvalProfile = "eval_profile"
-	LabelEvalAttempt = "eval_attempt"
-)
-
 // Eval states.
 const (
 	EvalRunning     = "running"     // vera.eval.started, no vera.eval.finished since

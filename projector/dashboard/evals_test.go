@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/eval"
 )
 
 // The eval of the tests: 3 tasks under 2 profiles, one of them with a
@@ -93,7 +94,7 @@ func (e *testEnv) publishEval() {
 	e.publish(testEvalID, evalStarted())
 	for _, s := range evalScoredBefore() {
 		e.publish(s.RunID, catalog.TaskSubmitted{RunConfig: catalog.RunConfig{Task: "task " + s.TaskID, WorkDir: "/tmp/w"}, SubmittedBy: "cli:test",
-			Labels: map[string]string{LabelEvalID: testEvalID, LabelEvalTask: s.TaskID, LabelEvalProfile: s.Profile, LabelEvalAttempt: string(rune('0' + s.Attempt))}})
+			Labels: map[string]string{eval.LabelEvalID: testEvalID, eval.LabelEvalTask: s.TaskID, eval.LabelEvalProfile: s.Profile, eval.LabelEvalAttempt: string(rune('0' + s.Attempt))}})
 		e.publish(testEvalID, s)
 	}
 	e.publish(testEvalID, catalog.RunCancelled{RequestedBy: "cli:test", Reason: "cancel the wrong id"})

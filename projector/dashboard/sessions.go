@@ -19,6 +19,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/eval"
 )
 
 // Session states, in order.
@@ -144,7 +145,7 @@ func (x *sessionIndex) refresh(ctx context.Context) error {
 			if d.Fork != nil && d.Fork.From != "" {
 				s.ForkedFrom, s.ForkAtStep = d.Fork.From, d.Fork.AtStep
 			}
-			s.EvalID = d.Labels[LabelEvalID]
+			s.EvalID = d.Labels[eval.LabelEvalID]
 		case catalog.TypeRunStarted:
 			if s.State == StateSubmitted {
 				s.State = StateRunning

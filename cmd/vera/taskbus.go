@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vera-run/vera/bus"
+	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/wiring"
+	"github.com/vera-run/vera/projector"
+)
+
+// taskBus is the bus of a command that runs tasks (vera run, vera fork,
+// vera eval): a running deployment's when --nats-url (or NATS_URL) is
+// given, else an embedded server in this process, whose components
+// start with startComponents.
+type taskBus struct {
+	*bus.Bus
+	url      string
+	external bool
+	g        *globals
+	dataDir  string
+	log      *slog.Logger
+
+	stack    *stack
+	cancel   context.CancelFunc
+	shutdown func()
+}
+
+// openTaskBus connects as the cli identity; name names the embedded
+// server.
+func openTaskBus(ctx context.Context, g *globals, cmd *cobra.Command, dataDir, natsListen, name string, log *slog.Logger) (*taskBus, error) {
+	t := &taskBus{external: cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != "", url: g.natsURL, g: g, dataDir: dataDir, log: log, shutdown: func() {}}
+	if !t.external {
+		eb, err := startEmbedded(ctx, g, dataDir, natsListen, name, log)
+		if err != nil {
+			return nil, fmt.Errorf("%w\n(is `vera up` running on this data dir? then add --nats-url nats://127.0.0.1:4222)", err)
+		}
+		t.shutdown, t.url = eb.srv.Shutdown, eb.srv.ClientURL()
+	} else {
+		g.credsDataDir = dataDir
+	}
+	b, err := bus.Connect(ctx, bus.Options{URL: t.url, CredsFile: g.credsFor(dataDir, catalog.ComponentCLI), Source: catalog.ComponentCLI, Logger: log, ConnectWait: connectWait(t.external), Replicas: g.replicas})
+	if err != nil {
+		t.shutdown()
+		return nil, err
+	}
+	t.Bus = b
+	return t, nil
+}
+
+// startComponents starts every component in this process on the
+// embedded bus (nothing with --nats-url). The operator named the task's
+// dirs on the command line: they are sandboxd's roots too.
+func (t *taskBus) startComponents(ctx context.Context, sf sandboxFlags, vf verifierFlags, af agentFlags, workRoots, inputRoots []string) error {
+	if t.external {
+		return nil
+	}
+	scfg := sf.config(t.dataDir, t.g)
+	scfg.WorkRoots = append(scfg.WorkRoots, workRoots...)
+	scfg.InputRoots = append(scfg.InputRoots, inputRoots...)
+	set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
+	if err := verifierSet(&set, vf, t.log); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t.stack, t.cancel = newStack(t.g, t.url, t.log), cancel
+	t.stack.start(cctx, set)
+	return nil
+}
+
+// close stops the components, the connection and the embedded server.
+func (t *taskBus) close() {
+	if t.stack != nil {
+		t.cancel()
+		if err := t.stack.wait(); err != nil {
+			t.log.Warn("components stopped with errors", "err", err)
+		}
+	}
+	t.Bus.Close()
+	t.shutdown()
+}
+
+// followToEnd follows run runID (followRun) and turns its end into the
+// command's exit: Ctrl-C cancels the run for everyone (by requestedBy),
+// and the outcome gives the exit code of vera run.
+func (t *taskBus) followToEnd(ctx context.Context, runID, requestedBy string, w io.Writer, o followOptions) error {
+	o.external = t.external
+	fin, err := followRun(ctx, t.Bus, runID, w, t.g.stderr, o, t.stack)
+	if err == nil && !t.external {
+		// The run's files are written by the projector in this process:
+		// let it catch up before the components stop.
+		waitConsumerIdle(ctx, t.Bus, projector.FilesDurable, 15*time.Second, t.log)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer pcancel()
+			cev, cerr := t.Events.New(runID, catalog.RunCancelled{RequestedBy: requestedBy, Reason: "interrupted (Ctrl-C)"})
+			if cerr == nil {
+				_, cerr = t.Publish(pctx, cev)
+			}
+			if cerr != nil {
+				return exitError{code: exitCancelled, err: fmt.Errorf("interrupted; cancelling run %s failed: %w", runID, cerr)}
+			}
+			fmt.Fprintf(t.g.stderr, "\nrun %s cancelled\n", runID)
+			return exitError{code: exitCancelled}
+		}
+		return err
+	}
+	switch {
+	case fin == nil:
+		fmt.Fprintf(t.g.stderr, "run %s was cancelled\n", runID)
+		return exitError{code: exitCancelled}
+	case fin.Outcome == catalog.OutcomeResolved:
+		return nil
+	case fin.Outcome == catalog.OutcomeUnresolved:
+		return exitError{code: exitUnresolved}
+	default:
+		return exitError{code: exitRunFailed}
+	}
+}
