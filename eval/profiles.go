@@ -16,6 +16,7 @@ import (
 
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/yamlconf"
 )
 
 // Built-in profile names: ProfileNoAudit, and "audit1" to "audit10"
@@ -82,39 +83,39 @@ func ParseProfiles(r io.Reader, name string) (map[string]catalog.EvalProfile, []
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	d := &ydec{file: name}
-	root := d.root(data)
+	d := &yamlconf.Decoder{File: name, EmptyMsg: "the file is empty"}
+	root := d.Root(data)
 	if root == nil {
-		return nil, nil, d.err()
+		return nil, nil, lineErrors(d.Err())
 	}
 	var defaults any
 	var order []string
 	raws := map[string]any{}
 	lines := map[string]int{}
-	d.object(root, 0, "", []field{
-		{name: "defaults", decode: func(e entry) {
-			defaults = d.value(e.val, profileType, e.path, true)
+	d.Object(root, 0, "", []yamlconf.Field{
+		{Name: "defaults", Decode: func(e yamlconf.Entry) {
+			defaults = value(d, e.Val, profileType, e.Path, true)
 		}},
-		{name: "profiles", required: true, decode: func(e entry) {
-			entries, ok := d.mapping(e.val, e.path)
+		{Name: "profiles", Required: true, Decode: func(e yamlconf.Entry) {
+			entries, ok := d.Mapping(e.Val, e.Path)
 			if !ok {
 				return
 			}
 			if len(entries) == 0 {
-				d.failf(e.kn.Line, e.path, "no profiles")
+				d.Failf(e.KeyNode.Line, e.Path, "no profiles")
 			}
 			for _, pe := range entries {
-				if !profileNameRE.MatchString(pe.key) {
-					d.failf(pe.kn.Line, pe.path, "profile name %q: want 1-64 letters, digits, '.', '_' or '-'", pe.key)
+				if !profileNameRE.MatchString(pe.Key) {
+					d.Failf(pe.KeyNode.Line, pe.Path, "profile name %q: want 1-64 letters, digits, '.', '_' or '-'", pe.Key)
 					continue
 				}
-				raws[pe.key] = d.value(pe.val, profileType, pe.path, true)
-				lines[pe.key] = pe.kn.Line
-				order = append(order, pe.key)
+				raws[pe.Key] = value(d, pe.Val, profileType, pe.Path, true)
+				lines[pe.Key] = pe.KeyNode.Line
+				order = append(order, pe.Key)
 			}
 		}},
 	}, nil)
-	if err := d.err(); err != nil {
+	if err := lineErrors(d.Err()); err != nil {
 		return nil, nil, err
 	}
 	out := make(map[string]catalog.EvalProfile, len(order))
@@ -127,14 +128,14 @@ func ParseProfiles(r io.Reader, name string) (map[string]catalog.EvalProfile, []
 				err = json.Unmarshal(b, &p)
 			}
 			if err != nil {
-				d.failf(lines[n], "profiles."+n, "%v", err)
+				d.Failf(lines[n], "profiles."+n, "%v", err)
 				continue
 			}
 		}
 		p.Name = n
 		out[n] = p
 	}
-	if err := d.err(); err != nil {
+	if err := lineErrors(d.Err()); err != nil {
 		return nil, nil, err
 	}
 	return out, order, nil
@@ -346,173 +347,23 @@ func ValidateProfile(p catalog.EvalProfile) []string {
 	return problems
 }
 
-// ydec walks a yaml.Node tree, collecting LineErrors (after
-// verifierd/verifyfast's settings.yaml reader).
-type ydec struct {
-	file string
-	errs LineErrors
-}
-
-func (d *ydec) failf(line int, path, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if path != "" {
-		msg = path + ": " + msg
+// lineErrors turns the yamlconf.Errors of a profiles file into the
+// LineErrors eval's parsers return, each path folded into its message (the
+// text is the same).
+func lineErrors(err error) error {
+	var ys yamlconf.Errors
+	if !errors.As(err, &ys) {
+		return err
 	}
-	d.errs = append(d.errs, &LineError{File: d.file, Line: line, Msg: msg})
-}
-
-func (d *ydec) err() error {
-	if len(d.errs) == 0 {
-		return nil
-	}
-	slices.SortStableFunc(d.errs, func(a, b *LineError) int { return a.Line - b.Line })
-	return d.errs
-}
-
-// root parses data and returns the document's top node (nil after an
-// error).
-func (d *ydec) root(data []byte) *yaml.Node {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := err.Error()
-		var n int
-		if k, _ := fmt.Sscanf(msg, "yaml: line %d:", &n); k == 1 {
-			rest := msg[strings.Index(msg, ":")+1:]
-			rest = strings.TrimSpace(rest[strings.Index(rest, ":")+1:])
-			d.failf(n, "", "invalid YAML: %s", rest)
-		} else {
-			d.failf(0, "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+	out := make(LineErrors, len(ys))
+	for i, e := range ys {
+		msg := e.Msg
+		if e.Path != "" {
+			msg = e.Path + ": " + msg
 		}
-		return nil
+		out[i] = &LineError{File: e.File, Line: e.Line, Msg: msg}
 	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		d.failf(0, "", "the file is empty")
-		return nil
-	}
-	return doc.Content[0]
-}
-
-func resolve(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	return n
-}
-
-func describe(n *yaml.Node) string {
-	n = resolve(n)
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!str":
-			return fmt.Sprintf("string %q", n.Value)
-		case "!!int":
-			return "integer " + n.Value
-		case "!!float":
-			return "number " + n.Value
-		case "!!bool":
-			return "boolean " + n.Value
-		case "!!null":
-			return "nothing (null)"
-		}
-		return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
-	}
-	return "an unsupported YAML node"
-}
-
-func isNull(n *yaml.Node) bool {
-	n = resolve(n)
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// entry is one key/value pair of a mapping.
-type entry struct {
-	key  string
-	kn   *yaml.Node
-	val  *yaml.Node
-	path string
-}
-
-// mapping returns the pairs of a mapping node in file order, reporting
-// duplicate and non-string keys. A null node is an empty mapping.
-func (d *ydec) mapping(n *yaml.Node, path string) ([]entry, bool) {
-	n = resolve(n)
-	if isNull(n) {
-		return nil, true
-	}
-	if n.Kind != yaml.MappingNode {
-		d.failf(n.Line, path, "expected a mapping, got %s", describe(n))
-		return nil, false
-	}
-	seen := map[string]int{}
-	var out []entry
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, vn := n.Content[i], n.Content[i+1]
-		if kn.Kind != yaml.ScalarNode {
-			d.failf(kn.Line, path, "mapping keys must be plain names")
-			continue
-		}
-		if first, dup := seen[kn.Value]; dup {
-			d.failf(kn.Line, join(path, kn.Value), "duplicate key (first on line %d)", first)
-			continue
-		}
-		seen[kn.Value] = kn.Line
-		out = append(out, entry{key: kn.Value, kn: kn, val: resolve(vn), path: join(path, kn.Value)})
-	}
-	return out, true
-}
-
-// field is one known key of a struct-like mapping.
-type field struct {
-	name     string
-	required bool
-	decode   func(e entry)
-}
-
-// object decodes a struct-like mapping: every key must be a known field,
-// required fields must be present (reported at line at).
-func (d *ydec) object(n *yaml.Node, at int, path string, fields []field, hints map[string]string) {
-	entries, ok := d.mapping(n, path)
-	if !ok {
-		return
-	}
-	have := map[string]bool{}
-	for _, e := range entries {
-		i := slices.IndexFunc(fields, func(f field) bool { return f.name == e.key })
-		if i < 0 {
-			if hint, ok := hints[e.key]; ok {
-				d.failf(e.kn.Line, e.path, "%s", hint)
-				continue
-			}
-			names := make([]string, len(fields))
-			for j, f := range fields {
-				names[j] = f.name
-			}
-			d.failf(e.kn.Line, e.path, "unknown field (known: %s)", strings.Join(names, ", "))
-			continue
-		}
-		have[e.key] = true
-		fields[i].decode(e)
-	}
-	for _, f := range fields {
-		if f.required && !have[f.name] {
-			if at == 0 {
-				at = resolve(n).Line
-			}
-			d.failf(at, join(path, f.name), "required field missing")
-		}
-	}
+	return out
 }
 
 // value checks a node against the Go type t (a catalogue struct and what
@@ -520,26 +371,26 @@ func (d *ydec) object(n *yaml.Node, at int, path string, fields []field, hints m
 // bool, int64, float64, or nil for null). Struct members are the type's
 // JSON names; profile is set at the top of a profile, whose name is its
 // key.
-func (d *ydec) value(n *yaml.Node, t reflect.Type, path string, profile bool) any {
-	n = resolve(n)
+func value(d *yamlconf.Decoder, n *yaml.Node, t reflect.Type, path string, profile bool) any {
+	n = yamlconf.Resolve(n)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if isNull(n) {
+	if yamlconf.IsNull(n) {
 		return nil
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		out := map[string]any{}
-		var fields []field
+		var fields []yamlconf.Field
 		for i := range t.NumField() {
 			sf := t.Field(i)
 			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
 			if !sf.IsExported() || name == "" || name == "-" || (profile && name == "name") {
 				continue
 			}
-			fields = append(fields, field{name: name, decode: func(e entry) {
-				if v := d.value(e.val, sf.Type, e.path, false); v != nil {
+			fields = append(fields, yamlconf.Field{Name: name, Decode: func(e yamlconf.Entry) {
+				if v := value(d, e.Val, sf.Type, e.Path, false); v != nil {
 					out[name] = v
 				}
 			}})
@@ -548,17 +399,17 @@ func (d *ydec) value(n *yaml.Node, t reflect.Type, path string, profile bool) an
 		if profile {
 			hints = map[string]string{"name": "a profile's name is its key"}
 		}
-		d.object(n, 0, path, fields, hints)
+		d.Object(n, 0, path, fields, hints)
 		return out
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
-			d.failf(n.Line, path, "expected a string, got %s (quote it if it is meant as text)", describe(n))
+			d.Failf(n.Line, path, "expected a string, got %s (quote it if it is meant as text)", yamlconf.Describe(n))
 			return nil
 		}
 		return n.Value
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-			d.failf(n.Line, path, "expected true or false, got %s", describe(n))
+			d.Failf(n.Line, path, "expected true or false, got %s", yamlconf.Describe(n))
 			return nil
 		}
 		var b bool
@@ -567,46 +418,46 @@ func (d *ydec) value(n *yaml.Node, t reflect.Type, path string, profile bool) an
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		var v int64
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil || reflect.New(t).Elem().OverflowInt(v) {
-			d.failf(n.Line, path, "expected an integer, got %s", describe(n))
+			d.Failf(n.Line, path, "expected an integer, got %s", yamlconf.Describe(n))
 			return nil
 		}
 		return v
 	case reflect.Float32, reflect.Float64:
 		var v float64
 		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!float" && n.ShortTag() != "!!int") || n.Decode(&v) != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			d.failf(n.Line, path, "expected a number, got %s", describe(n))
+			d.Failf(n.Line, path, "expected a number, got %s", yamlconf.Describe(n))
 			return nil
 		}
 		return v
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			d.failf(n.Line, path, "expected a list, got %s", describe(n))
+			d.Failf(n.Line, path, "expected a list, got %s", yamlconf.Describe(n))
 			return nil
 		}
 		out := make([]any, 0, len(n.Content))
 		for i, c := range n.Content {
-			out = append(out, d.value(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), false))
+			out = append(out, value(d, c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), false))
 		}
 		return out
 	case reflect.Map, reflect.Interface:
 		// Free-form (extra_body): any YAML with string keys.
 		var v any
 		if err := n.Decode(&v); err != nil {
-			d.failf(n.Line, path, "%v", err)
+			d.Failf(n.Line, path, "%v", err)
 			return nil
 		}
 		if _, err := json.Marshal(v); err != nil {
-			d.failf(n.Line, path, "not representable as JSON (keys must be strings): %v", err)
+			d.Failf(n.Line, path, "not representable as JSON (keys must be strings): %v", err)
 			return nil
 		}
 		if t.Kind() == reflect.Map {
 			if _, ok := v.(map[string]any); !ok {
-				d.failf(n.Line, path, "expected a mapping, got %s", describe(n))
+				d.Failf(n.Line, path, "expected a mapping, got %s", yamlconf.Describe(n))
 				return nil
 			}
 		}
 		return v
 	}
-	d.failf(n.Line, path, "cannot be set in a profiles file")
+	d.Failf(n.Line, path, "cannot be set in a profiles file")
 	return nil
 }

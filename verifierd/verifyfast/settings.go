@@ -13,6 +13,7 @@ import (
 
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/yamlconf"
 )
 
 // Generation holds the model call defaults of settings.yaml: sent with
@@ -144,10 +145,10 @@ func LoadSettings(path string) (*Settings, error) {
 // ParseSettings is LoadSettings on data already read; file names it in
 // errors.
 func ParseSettings(file string, data []byte) (*Settings, error) {
-	d := &ydec{file: file}
-	root := d.root(data)
+	d := &yamlconf.Decoder{File: file}
+	root := d.Root(data)
 	if root == nil {
-		return nil, d.err()
+		return nil, d.Err()
 	}
 	s := &Settings{
 		Defaults: Generation{MaxTokens: DefaultMaxTokens, Temperature: DefaultTemperature},
@@ -156,144 +157,144 @@ func ParseSettings(file string, data []byte) (*Settings, error) {
 	}
 	type ref struct {
 		name string
-		e    entry
+		e    yamlconf.Entry
 	}
 	var refs []ref // profile run/verify values, checked once llms are known
 	llmsOK := false
 
-	d.object(root, 1, "", []field{
-		{name: "defaults", decode: func(e entry) {
-			d.object(e.val, e.kn.Line, e.path, []field{
-				{name: "max_tokens", decode: func(e entry) {
-					if v, ok := d.int(e); ok {
+	d.Object(root, 1, "", []yamlconf.Field{
+		{Name: "defaults", Decode: func(e yamlconf.Entry) {
+			d.Object(e.Val, e.KeyNode.Line, e.Path, []yamlconf.Field{
+				{Name: "max_tokens", Decode: func(e yamlconf.Entry) {
+					if v, ok := d.Int(e); ok {
 						if v <= 0 {
-							d.failf(e.val.Line, e.path, "must be positive, got %d", v)
+							d.Failf(e.Val.Line, e.Path, "must be positive, got %d", v)
 						}
 						s.Defaults.MaxTokens = v
 					}
 				}},
-				{name: "temperature", decode: func(e entry) {
-					if v, ok := d.float(e); ok {
+				{Name: "temperature", Decode: func(e yamlconf.Entry) {
+					if v, ok := d.Float(e); ok {
 						if v < 0 || v > 2 {
-							d.failf(e.val.Line, e.path, "must be between 0 and 2, got %v", v)
+							d.Failf(e.Val.Line, e.Path, "must be between 0 and 2, got %v", v)
 						}
 						s.Defaults.Temperature = v
 					}
 				}},
-				{name: "top_p", decode: func(e entry) {
-					if v, ok := d.float(e); ok {
+				{Name: "top_p", Decode: func(e yamlconf.Entry) {
+					if v, ok := d.Float(e); ok {
 						if v <= 0 || v > 1 {
-							d.failf(e.val.Line, e.path, "must be more than 0 and at most 1, got %v", v)
+							d.Failf(e.Val.Line, e.Path, "must be more than 0 and at most 1, got %v", v)
 						}
 						s.Defaults.TopP = &v
 					}
 				}},
-				{name: "seed", decode: func(e entry) {
-					if v, ok := d.int(e); ok {
+				{Name: "seed", Decode: func(e yamlconf.Entry) {
+					if v, ok := d.Int(e); ok {
 						seed := int64(v)
 						s.Defaults.Seed = &seed
 					}
 				}},
-				{name: "extra_body", decode: func(e entry) {
-					if e.val.Kind != yaml.MappingNode {
-						d.failf(e.val.Line, e.path, "expected a mapping of request members, got %s", describe(e.val))
+				{Name: "extra_body", Decode: func(e yamlconf.Entry) {
+					if e.Val.Kind != yaml.MappingNode {
+						d.Failf(e.Val.Line, e.Path, "expected a mapping of request members, got %s", yamlconf.Describe(e.Val))
 						return
 					}
 					var m map[string]any
-					if err := e.val.Decode(&m); err != nil {
-						d.failf(e.val.Line, e.path, "%v", err)
+					if err := e.Val.Decode(&m); err != nil {
+						d.Failf(e.Val.Line, e.Path, "%v", err)
 						return
 					}
 					if err := (catalog.ModelConfig{ExtraBody: m}).ValidateSampling(); err != nil {
-						d.failf(e.val.Line, e.path, "%v", err)
+						d.Failf(e.Val.Line, e.Path, "%v", err)
 						return
 					}
 					if _, err := json.Marshal(m); err != nil {
-						d.failf(e.val.Line, e.path, "not representable as JSON: %v", err)
+						d.Failf(e.Val.Line, e.Path, "not representable as JSON: %v", err)
 						return
 					}
 					s.Defaults.ExtraBody = m
 				}},
 			}, nil)
 		}},
-		{name: "llms", required: true, decode: func(e entry) {
-			entries, ok := d.mapping(e.val, e.path)
+		{Name: "llms", Required: true, Decode: func(e yamlconf.Entry) {
+			entries, ok := d.Mapping(e.Val, e.Path)
 			llmsOK = ok
 			if ok && len(entries) == 0 {
-				d.failf(e.kn.Line, e.path, "at least one llm is required")
+				d.Failf(e.KeyNode.Line, e.Path, "at least one llm is required")
 			}
 			for _, le := range entries {
-				if !nameRE.MatchString(le.key) {
-					d.failf(le.kn.Line, le.path, "bad llm name: %s", nameRule)
+				if !nameRE.MatchString(le.Key) {
+					d.Failf(le.KeyNode.Line, le.Path, "bad llm name: %s", nameRule)
 				}
-				llm := LLM{Name: le.key}
-				d.object(le.val, le.kn.Line, le.path, []field{
-					{name: "base_url", required: true, decode: func(e entry) {
-						v, ok := d.nonEmptyStr(e)
+				llm := LLM{Name: le.Key}
+				d.Object(le.Val, le.KeyNode.Line, le.Path, []yamlconf.Field{
+					{Name: "base_url", Required: true, Decode: func(e yamlconf.Entry) {
+						v, ok := d.NonEmptyStr(e)
 						if !ok {
 							return
 						}
 						u, err := url.Parse(v)
 						if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-							d.failf(e.val.Line, e.path, "want an http:// or https:// URL, got %q", v)
+							d.Failf(e.Val.Line, e.Path, "want an http:// or https:// URL, got %q", v)
 						}
 						llm.BaseURL = v
 					}},
-					{name: "model", required: true, decode: func(e entry) {
-						llm.Model, _ = d.nonEmptyStr(e)
+					{Name: "model", Required: true, Decode: func(e yamlconf.Entry) {
+						llm.Model, _ = d.NonEmptyStr(e)
 					}},
-					{name: "api_key_env", decode: func(e entry) {
-						v, ok := d.str(e)
+					{Name: "api_key_env", Decode: func(e yamlconf.Entry) {
+						v, ok := d.Str(e)
 						if ok && !envVarRE.MatchString(v) {
-							d.failf(e.val.Line, e.path, "%q is not an environment variable name", v)
+							d.Failf(e.Val.Line, e.Path, "%q is not an environment variable name", v)
 						}
 						llm.APIKeyEnv = v
 					}},
-					{name: "inference_engine", decode: func(e entry) {
-						llm.InferenceEngine, _ = d.str(e)
+					{Name: "inference_engine", Decode: func(e yamlconf.Entry) {
+						llm.InferenceEngine, _ = d.Str(e)
 					}},
 				}, map[string]string{
 					"api_key": "keys do not belong in settings.yaml: put the key in an environment variable and name the variable in api_key_env",
 				})
-				s.LLMs[le.key] = llm
+				s.LLMs[le.Key] = llm
 			}
 		}},
-		{name: "profiles", required: true, decode: func(e entry) {
-			entries, ok := d.mapping(e.val, e.path)
+		{Name: "profiles", Required: true, Decode: func(e yamlconf.Entry) {
+			entries, ok := d.Mapping(e.Val, e.Path)
 			if ok && len(entries) == 0 {
-				d.failf(e.kn.Line, e.path, "at least one profile is required")
+				d.Failf(e.KeyNode.Line, e.Path, "at least one profile is required")
 			}
 			for _, pe := range entries {
-				if !nameRE.MatchString(pe.key) {
-					d.failf(pe.kn.Line, pe.path, "bad profile name: %s", nameRule)
+				if !nameRE.MatchString(pe.Key) {
+					d.Failf(pe.KeyNode.Line, pe.Path, "bad profile name: %s", nameRule)
 				}
-				p := Profile{Name: pe.key}
-				d.object(pe.val, pe.kn.Line, pe.path, []field{
-					{name: "run", required: true, decode: func(e entry) {
-						if v, ok := d.nonEmptyStr(e); ok {
+				p := Profile{Name: pe.Key}
+				d.Object(pe.Val, pe.KeyNode.Line, pe.Path, []yamlconf.Field{
+					{Name: "run", Required: true, Decode: func(e yamlconf.Entry) {
+						if v, ok := d.NonEmptyStr(e); ok {
 							p.Run = v
 							refs = append(refs, ref{v, e})
 						}
 					}},
-					{name: "verify", required: true, decode: func(e entry) {
-						if v, ok := d.nonEmptyStr(e); ok {
+					{Name: "verify", Required: true, Decode: func(e yamlconf.Entry) {
+						if v, ok := d.NonEmptyStr(e); ok {
 							p.Verify = v
 							refs = append(refs, ref{v, e})
 						}
 					}},
 				}, nil)
-				s.Profiles[pe.key] = p
-				s.order = append(s.order, pe.key)
+				s.Profiles[pe.Key] = p
+				s.order = append(s.order, pe.Key)
 			}
 		}},
 	}, nil)
 
 	for _, r := range refs {
 		if _, ok := s.LLMs[r.name]; !ok && llmsOK {
-			d.failf(r.e.val.Line, r.e.path, "unknown llm %q", r.name)
+			d.Failf(r.e.Val.Line, r.e.Path, "unknown llm %q", r.name)
 		}
 	}
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
