@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -168,10 +169,14 @@ func (b *Bus) Consume(ctx context.Context, cfg ConsumerConfig, h Handler) error 
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
 
+	// draining is set once ctx ends: the acks of the handlers still
+	// running are then confirmed by the server before Consume returns
+	// (a process that exits next loses none).
+	var draining atomic.Bool
 	var sh *sharder
-	dispatch := func(jm jetstream.Msg) { b.handle(hctx, log, &cfg, jm, nil, h) }
+	dispatch := func(jm jetstream.Msg) { b.handle(hctx, log, &cfg, jm, nil, h, &draining) }
 	if cfg.Concurrency > 1 {
-		sh = newSharder(cfg.Concurrency, func(d delivery) { b.handle(hctx, log, &cfg, d.jm, d.m, h) })
+		sh = newSharder(cfg.Concurrency, func(d delivery) { b.handle(hctx, log, &cfg, d.jm, d.m, h, &draining) })
 		dispatch = func(jm jetstream.Msg) {
 			if cfg.ShardKey == nil {
 				runID, _, _ := ParseSubject(jm.Subject())
@@ -206,6 +211,7 @@ func (b *Bus) Consume(ctx context.Context, cfg ConsumerConfig, h Handler) error 
 	}
 	log.Info("consumer started", "types", cfg.Types, "run", cfg.RunID)
 	<-ctx.Done()
+	draining.Store(true)
 
 	log.Info("consumer draining")
 	cc.Drain()
@@ -288,7 +294,7 @@ func (b *Bus) ensureConsumer(ctx context.Context, cfg ConsumerConfig) (jetstream
 func (b *Bus) handle(ctx context.Context, log interface {
 	Warn(string, ...any)
 	Error(string, ...any)
-}, cfg *ConsumerConfig, jm jetstream.Msg, m *Message, h Handler) {
+}, cfg *ConsumerConfig, jm jetstream.Msg, m *Message, h Handler, draining *atomic.Bool) {
 	if m == nil {
 		m = newMessage(jm)
 	}
@@ -309,7 +315,15 @@ func (b *Bus) handle(ctx context.Context, log interface {
 	herr := b.runHandler(ctx, cfg, m, h)
 	switch {
 	case herr == nil:
-		if err := jm.Ack(); err != nil {
+		var err error
+		if draining != nil && draining.Load() {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err = jm.DoubleAck(actx)
+			cancel()
+		} else {
+			err = jm.Ack()
+		}
+		if err != nil {
 			log.Warn("ack", "seq", m.Sequence, "err", err)
 		}
 	case IsPermanent(herr):

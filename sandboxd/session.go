@@ -186,11 +186,16 @@ type session struct {
 
 // sessionPool holds a box's sessions: idle ones ready for a command.
 type sessionPool struct {
-	mu     sync.Mutex
-	idle   []*session
-	all    map[*session]bool
-	staled bool // stale keepers of an earlier daemon were killed
-	prev   *sessionInfo
+	mu   sync.Mutex
+	idle []*session
+	all  map[*session]bool
+	// staleKilled is closed once the keepers an earlier daemon left in
+	// the box were killed; nil before the first session starts.
+	staleKilled chan struct{}
+	// starting holds the ids of sessions whose keeper is being started:
+	// a kill of stale keepers spares them as it spares those in all.
+	starting map[string]bool
+	prev     *sessionInfo
 }
 
 // sessionInfo is what a new session needs to know of the one before it.
@@ -200,7 +205,9 @@ type sessionInfo struct {
 	reason  string // why it ended, when it did under this daemon
 }
 
-func newSessionPool() *sessionPool { return &sessionPool{all: map[*session]bool{}} }
+func newSessionPool() *sessionPool {
+	return &sessionPool{all: map[*session]bool{}, starting: map[string]bool{}}
+}
 
 // take returns an idle live session, or nil.
 func (p *sessionPool) take() *session {
@@ -285,17 +292,39 @@ func (s *session) close(why error) {
 }
 
 // startSession starts a session keeper in the box. The first one of a box
-// under this daemon first kills the keepers an earlier daemon left.
+// under this daemon first kills the keepers an earlier daemon left; the
+// others wait for that.
 func (d *Daemon) startSession(ctx context.Context, b *box, user string) (*session, error) {
 	p := b.sessions
 	p.mu.Lock()
-	staled := p.staled
-	p.staled = true
+	first := p.staleKilled == nil
+	if first {
+		p.staleKilled = make(chan struct{})
+	}
+	killed := p.staleKilled
 	p.mu.Unlock()
-	if !staled {
+	if first {
 		d.killStaleSessions(ctx, b.id, p)
+		close(killed)
+	} else {
+		// A session started meanwhile (the auditor's checks start
+		// several at once) waits: the killer spares only the keepers
+		// the pool knows, so one started during the kill would die.
+		select {
+		case <-killed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	id := newNonce()[:16]
+	p.mu.Lock()
+	p.starting[id] = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.starting, id)
+		p.mu.Unlock()
+	}()
 	created, err := d.docker.ContainerExecCreate(ctx, b.id, container.ExecOptions{
 		User: user, WorkingDir: WorkMount, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 		Cmd: []string{ShellPath, "-p", "-c", sessionScript, "vera-session:" + id, StateMount},
@@ -433,13 +462,16 @@ done
 exit 3`
 
 // killStaleSessions runs sessionKillScript in the box's container,
-// keeping this daemon's live sessions.
+// keeping this daemon's live sessions and those being started.
 func (d *Daemon) killStaleSessions(ctx context.Context, containerID string, pool *sessionPool) {
 	args := []string{"bash", "-c", sessionKillScript, "vera-stale", "except"}
 	if pool != nil {
 		pool.mu.Lock()
 		for s := range pool.all {
 			args = append(args, s.id)
+		}
+		for id := range pool.starting {
+			args = append(args, id)
 		}
 		pool.mu.Unlock()
 	}
