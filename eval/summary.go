@@ -222,3 +222,23 @@ func dedupe(ss []string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// SummarizeRecorded is Summarize for an eval read back from the bus,
+// where the task set itself is not: the tasks' order is the order in
+// which they were first scored, their tags those they were scored with,
+// and their number (Tasks, Expected) the one vera.eval.started recorded.
+// vera eval report and the dashboard both summarize with it.
+func SummarizeRecorded(started catalog.EvalStarted, evalID string, startedAt time.Time, scored []catalog.EvalTaskScored) Report {
+	var tasks []Task
+	seen := map[string]bool{}
+	for _, s := range scored {
+		if !seen[s.TaskID] {
+			seen[s.TaskID] = true
+			tasks = append(tasks, Task{ID: s.TaskID, Tags: s.Tags})
+		}
+	}
+	r := Summarize(started, evalID, startedAt, tasks, scored)
+	r.Tasks = started.Tasks
+	r.Expected = started.Tasks * len(started.Profiles)
+	return r
+}

@@ -442,19 +442,7 @@ func loadReport(ctx context.Context, g *globals, cmd *cobra.Command, ref string)
 	if !ok {
 		return eval.Report{}, fmt.Errorf("eval %s: not on the bus (no vera.eval.started)", ref)
 	}
-	// The tasks' order and tags come from the scored results (the task
-	// set itself is not on the bus).
-	var tasks []eval.Task
-	seen := map[string]bool{}
-	for _, s := range scored {
-		if !seen[s.TaskID] {
-			seen[s.TaskID] = true
-			tasks = append(tasks, eval.Task{ID: s.TaskID, Tags: s.Tags})
-		}
-	}
-	r := eval.Summarize(started, ref, at, tasks, scored)
-	r.Tasks = started.Tasks
-	r.Expected = started.Tasks * len(started.Profiles)
+	r := eval.SummarizeRecorded(started, ref, at, scored)
 	return r, nil
 }
 

@@ -274,20 +274,7 @@ func (s *Server) evalDetail(ctx context.Context, id string) (EvalDetail, error) 
 		s.evalCache.forget(id, e)
 		return EvalDetail{}, errNoEval
 	}
-	// The task set is not on the bus: the tasks' order is the order in
-	// which they were first scored, their tags those they were scored
-	// with; their number is the started event's (as vera eval report).
-	var tasks []eval.Task
-	seen := map[string]bool{}
-	for _, sc := range e.scored {
-		if !seen[sc.TaskID] {
-			seen[sc.TaskID] = true
-			tasks = append(tasks, eval.Task{ID: sc.TaskID, Tags: sc.Tags})
-		}
-	}
-	rep := eval.Summarize(*e.started, id, e.startedAt, tasks, e.scored)
-	rep.Tasks = e.started.Tasks
-	rep.Expected = e.started.Tasks * len(e.started.Profiles)
+	rep := eval.SummarizeRecorded(*e.started, id, e.startedAt, e.scored)
 	d := EvalDetail{Report: rep, Scored: len(rep.Results), Resumes: e.starts - 1, LastSeq: e.last, State: EvalRunning}
 	for _, r := range rep.Results {
 		if r.Infra {
