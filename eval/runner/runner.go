@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -127,8 +128,6 @@ type job struct {
 	task    int
 	profile int
 	attempt int
-	// existing: the run was submitted by an earlier invocation.
-	existing bool
 }
 
 // Run runs the eval on b and returns its report. Cancelling ctx stops it:
@@ -234,7 +233,7 @@ func Run(ctx context.Context, b *bus.Bus, opts Options) (*Result, error) {
 					if !exists {
 						break
 					}
-					j.attempt, j.existing = a, true
+					j.attempt = a
 				}
 			}
 			jobs = append(jobs, j)
@@ -417,15 +416,15 @@ func (s *state) attempt(ctx context.Context, j job) (catalog.EvalTaskScored, err
 	}
 	switch {
 	case ended(evs):
-		s.res.countRescored()
+		s.add(&s.res.Rescored)
 	case len(evs) > 0:
-		s.res.countFollowed()
+		s.add(&s.res.Followed)
 		s.report(Progress{Event: "resumed", RunID: runID})
 	default:
 		if err := s.submit(ctx, j, t, p, runID); err != nil {
 			return catalog.EvalTaskScored{}, err
 		}
-		s.res.countSubmitted()
+		s.add(&s.res.Submitted)
 		s.report(Progress{Event: "submitted", RunID: runID})
 	}
 	if !ended(evs) {
@@ -463,16 +462,12 @@ func (s *state) attempt(ctx context.Context, j job) (catalog.EvalTaskScored, err
 	return sc, nil
 }
 
-func (r *Result) countSubmitted() { r.add(&r.Submitted) }
-func (r *Result) countFollowed()  { r.add(&r.Followed) }
-func (r *Result) countRescored()  { r.add(&r.Rescored) }
-
-var resultMu sync.Mutex
-
-func (r *Result) add(n *int) {
-	resultMu.Lock()
+// add counts one in a counter of the result (read once the workers are
+// done).
+func (s *state) add(n *int) {
+	s.mu.Lock()
 	*n++
-	resultMu.Unlock()
+	s.mu.Unlock()
 }
 
 // submit publishes the run's vera.task.submitted.
@@ -627,7 +622,7 @@ func short(d string) string {
 	return d
 }
 
-func workDir(root, runID string) string { return root + "/" + runID }
+func workDir(root, runID string) string { return filepath.Join(root, runID) }
 
 // endWatcher follows the ends of runs (vera.run.finished and
 // vera.run.cancelled) and wakes their waiters.
