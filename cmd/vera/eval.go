@@ -264,16 +264,6 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 	}
 	models := wiring.NewRecordingModels(b.Bus, log)
 	defer models.Close()
-	scorerFor := func(spec eval.ScorerSpec) (eval.Scorer, error) {
-		var c llm.Completer
-		if spec.Type == eval.ScorerJudge {
-			if c, err = models.Get(evalID, judge); err != nil {
-				return nil, err
-			}
-			c = onRun{c, evalID}
-		}
-		return eval.NewScorer(spec, c, judge.Name)
-	}
 	submittedBy := "cli"
 	if u := os.Getenv("USER"); u != "" {
 		submittedBy = "cli:" + u
@@ -291,7 +281,7 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 	res, runErr := runner.Run(ctx, b.Bus, runner.Options{
 		EvalID: evalID, Name: name, TaskSet: taskFile, TaskSetSHA256: digest, Tasks: tasks, Profiles: profiles,
 		Concurrency: f.concurrency, Timeout: f.timeout, WorkRoot: workRoot, Resume: resume, RetryFailed: f.retryFailed,
-		ScorerFor: scorerFor, SubmittedBy: submittedBy, Progress: bar.update, Logger: log,
+		ScorerFor: scorers(models, judge, evalID), SubmittedBy: submittedBy, Progress: bar.update, Logger: log,
 	})
 	bar.done()
 	if res == nil {
@@ -345,22 +335,18 @@ func writeEvalReports(dir string, r eval.Report) error {
 }
 
 func writeFileWith(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".vera-*")
+	w, commit, abort, err := openOutput(path, nil)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
+	if err := write(w); err != nil {
+		abort()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := tmp.Close(); err != nil {
+	if err := commit(); err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return os.Chmod(path, 0o644) // a report, for whoever may read the directory
 }
 
 // evalProgress draws the eval's progress line on a terminal, and prints
@@ -575,16 +561,7 @@ are today's auditor's; the first and final answers are unchanged.`,
 			newID := bus.DeriveID(args[0], args[0], "eval/rescore/"+key)
 			opts := runner.RescoreOptions{
 				From: args[0], EvalID: newID, TaskSet: args[1], TaskSetSHA256: digest, Tasks: tasks, Started: started, Scored: scored,
-				ScorerFor: func(spec eval.ScorerSpec) (eval.Scorer, error) {
-					var c llm.Completer
-					if spec.Type == eval.ScorerJudge {
-						if c, err = models.Get(newID, judge); err != nil {
-							return nil, err
-						}
-						c = onRun{c, newID}
-					}
-					return eval.NewScorer(spec, c, judge.Name)
-				},
+				ScorerFor: scorers(models, judge, newID),
 				Progress: func(done, total int, s catalog.EvalTaskScored) {
 					fmt.Fprintf(g.stderr, "[%d/%d] %s × %s: correct %v (run %s)\n", done, total, s.TaskID, s.Profile, s.Correct, s.RunID)
 				},
@@ -712,6 +689,23 @@ rescore work on it as here.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the export file")
 	return cmd
+}
+
+// scorers returns an eval's scorers (eval.NewScorer): a judge's calls go
+// through models' client of judge and are recorded on the eval runID. The
+// runner calls it from several workers at once.
+func scorers(models *wiring.RecordingModels, judge catalog.ModelConfig, runID string) func(eval.ScorerSpec) (eval.Scorer, error) {
+	return func(spec eval.ScorerSpec) (eval.Scorer, error) {
+		var c llm.Completer
+		if spec.Type == eval.ScorerJudge {
+			m, err := models.Get(runID, judge)
+			if err != nil {
+				return nil, err
+			}
+			c = onRun{m, runID}
+		}
+		return eval.NewScorer(spec, c, judge.Name)
+	}
 }
 
 // onRun records a judge's model calls on the eval's id: they are the

@@ -270,15 +270,8 @@ func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original stri
 		return err
 	}
 
-	ev, err := b.Events.New(runID, sub)
-	if err != nil {
+	if err := b.submit(ctx, runID, sub, "the fork"); err != nil {
 		return err
-	}
-	if _, err := b.Publish(ctx, ev, bus.ExpectLastSequence(bus.SubjectRoot+"."+runID+".>", 0)); err != nil {
-		if errors.Is(err, bus.ErrConflict) {
-			return usageError{fmt.Errorf("run %s already exists: pick another --run-id", runID)}
-		}
-		return fmt.Errorf("submit the fork: %w", err)
 	}
 	w := g.stdout
 	if !f.jsonOut {

@@ -319,16 +319,8 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	if u := os.Getenv("USER"); u != "" {
 		sub.SubmittedBy = "cli:" + u
 	}
-	ev, err := b.Events.New(runID, sub)
-	if err != nil {
+	if err := b.submit(ctx, runID, sub, "the task"); err != nil {
 		return err
-	}
-	// Only a run id nobody used: the task is the run's first event.
-	if _, err := b.Publish(ctx, ev, bus.ExpectLastSequence(bus.SubjectRoot+"."+runID+".>", 0)); err != nil {
-		if errors.Is(err, bus.ErrConflict) {
-			return usageError{fmt.Errorf("run %s already exists: pick another --run-id", runID)}
-		}
-		return fmt.Errorf("submit the task: %w", err)
 	}
 	w := g.stdout
 	if !f.jsonOut {

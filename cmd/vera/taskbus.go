@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -72,6 +73,22 @@ func (t *taskBus) startComponents(ctx context.Context, sf sandboxFlags, vf verif
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t.stack, t.cancel = newStack(t.g, t.url, t.log), cancel
 	t.stack.start(cctx, set)
+	return nil
+}
+
+// submit publishes the task of run runID (what names it in an error),
+// only if the run id is unused: the task is the run's first event.
+func (t *taskBus) submit(ctx context.Context, runID string, sub catalog.TaskSubmitted, what string) error {
+	ev, err := t.Events.New(runID, sub)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Publish(ctx, ev, bus.ExpectLastSequence(bus.SubjectRoot+"."+runID+".>", 0)); err != nil {
+		if errors.Is(err, bus.ErrConflict) {
+			return usageError{fmt.Errorf("run %s already exists: pick another --run-id", runID)}
+		}
+		return fmt.Errorf("submit %s: %w", what, err)
+	}
 	return nil
 }
 
