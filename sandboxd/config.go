@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/vera-run/vera/bus"
@@ -24,6 +25,11 @@ const (
 	// DefaultConcurrency is how many requests are handled at once (the
 	// agents of that many runs, or the auditor's parallel checks).
 	DefaultConcurrency = 8
+	// DefaultCreateConcurrency is how many containers are created and
+	// started at once.
+	DefaultCreateConcurrency = 4
+	// DefaultDaemonID is the id of a daemon started without one.
+	DefaultDaemonID = "local"
 )
 
 // Container paths.
@@ -83,6 +89,15 @@ type Config struct {
 	SpoolMax             int64 // most bytes of one stream kept for its blob
 
 	Concurrency int // requests handled at once, across runs and requesters
+	// CreateConcurrency bounds the containers being created and started
+	// at once (DefaultCreateConcurrency).
+	CreateConcurrency int
+	// WarmPool is how many ready agent containers to keep per sandbox
+	// configuration for runs to claim (pool.go); 0 disables the pool.
+	WarmPool int
+	// DaemonID names this daemon among the daemons of one stream
+	// (placement, warm pool labels); "" is DefaultDaemonID.
+	DaemonID string
 	Logger      *slog.Logger
 	Clock       bus.Clock
 }
@@ -141,6 +156,18 @@ func (c *Config) SetDefaults() error {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
 	}
+	if c.CreateConcurrency <= 0 {
+		c.CreateConcurrency = DefaultCreateConcurrency
+	}
+	if c.WarmPool < 0 {
+		c.WarmPool = 0
+	}
+	if c.DaemonID == "" {
+		c.DaemonID = DefaultDaemonID
+	}
+	if !daemonIDRE.MatchString(c.DaemonID) {
+		return fmt.Errorf("sandboxd: daemon id %q: use 1-64 characters a-z, A-Z, 0-9, _ or -", c.DaemonID)
+	}
 	c.Logger = component.Logger(c.Logger, catalog.ComponentSandboxd)
 	if c.Clock == nil {
 		c.Clock = bus.SystemClock{}
@@ -166,3 +193,8 @@ func (c *Config) SetDefaults() error {
 	}
 	return nil
 }
+
+var daemonIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// poolOwner is the daemon id written on its pool containers.
+func (c *Config) poolOwner() string { return c.DaemonID }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -75,6 +76,7 @@ type box struct {
 	bash, sh string            // the image's bash and sh, by absolute path (prepareShell)
 	stateDir string            // host directory mounted at StateMount
 	sessions *sessionPool      // the container's persistent sessions
+	runEnv   map[string]string // variables every command gets (a pool container's VERA_RUN_ID)
 }
 
 // prepareWorkDir creates the work dir and, when the daemon runs as root
@@ -128,6 +130,7 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 	if b := rs.boxes[r]; b != nil && d.running(ctx, b) {
 		return b, nil // another request brought it up meanwhile
 	}
+	var bash, sh string // set when the container comes from the warm pool, its shell prepared
 	info, err := d.docker.ContainerInspect(ctx, name)
 	switch {
 	case err == nil && info.State != nil && info.State.Running:
@@ -136,14 +139,14 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 		if err := d.docker.ContainerStart(ctx, info.ID, container.StartOptions{}); err != nil {
 			d.log.Warn("restart failed; recreating", "container", name, "err", err)
 			_ = d.docker.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true})
-			if info, err = d.createBox(ctx, rs, r, name); err != nil {
+			if info, bash, sh, err = d.newBox(ctx, rs, r, name); err != nil {
 				return nil, err
 			}
 		} else if info, err = d.docker.ContainerInspect(ctx, info.ID); err != nil {
 			return nil, dockerErr("inspect container", err)
 		}
 	case errdefs.IsNotFound(err):
-		if info, err = d.createBox(ctx, rs, r, name); err != nil {
+		if info, bash, sh, err = d.newBox(ctx, rs, r, name); err != nil {
 			return nil, err
 		}
 	default:
@@ -156,19 +159,26 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 		if err := d.docker.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
 			return nil, dockerErr("remove container", err)
 		}
-		if info, err = d.createBox(ctx, rs, r, name); err != nil {
+		if info, bash, sh, err = d.newBox(ctx, rs, r, name); err != nil {
 			return nil, err
 		}
 	}
-	bash, sh, err := d.prepareShell(ctx, info.ID)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox image %s: %w", info.Config.Image, err)
+	if bash == "" {
+		if bash, sh, err = d.prepareShell(ctx, info.ID); err != nil {
+			return nil, fmt.Errorf("sandbox image %s: %w", info.Config.Image, err)
+		}
 	}
 	pool := newSessionPool()
 	if old := rs.boxes[r]; old != nil && old.sessions != nil {
 		pool = old.sessions // the container restarted: its sessions are gone, what came before them is not
 	}
 	b := &box{name: name, id: info.ID, role: r, env: envMap(info.Config.Env), bash: bash, sh: sh, stateDir: stateSource(info), sessions: pool}
+	if info.Config.Labels[LabelPool] != "" {
+		// Made for the warm pool, before its run was known: the run id
+		// comes with each command instead of the container's environment.
+		b.runEnv = map[string]string{"VERA_RUN_ID": rs.id}
+		b.env["VERA_RUN_ID"] = rs.id
+	}
 	rs.boxes[r] = b
 	d.followLogs(b, rs.id)
 	return b, nil
@@ -194,6 +204,25 @@ func (d *Daemon) running(ctx context.Context, b *box) bool {
 	return err == nil && info.State != nil && info.State.Running
 }
 
+// newBox makes the run's container for a role: a warm pool container when
+// one fits (its shell prepared already: bash and sh are set), else a new
+// one (bash and sh empty: the caller prepares its shell).
+func (d *Daemon) newBox(ctx context.Context, rs *runState, r role, name string) (info container.InspectResponse, bash, sh string, err error) {
+	if r == roleAgent && d.pool != nil {
+		work, input, err := d.admit(rs)
+		if err != nil {
+			return container.InspectResponse{}, "", "", err
+		}
+		if k, ok := d.poolKeyOf(rs, input); ok {
+			if info, pb, ok := d.pool.claim(ctx, rs, k, work, name); ok {
+				return info, pb.bash, pb.sh, nil
+			}
+		}
+	}
+	info, err = d.createBox(ctx, rs, r, name)
+	return info, "", "", err
+}
+
 func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name string) (container.InspectResponse, error) {
 	work, input, err := d.admit(rs)
 	if err != nil {
@@ -213,11 +242,8 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 			network = "none"
 		}
 	}
-	if _, err := d.docker.ImageInspect(ctx, img); err != nil {
-		if errdefs.IsNotFound(err) {
-			return container.InspectResponse{}, fmt.Errorf("sandbox image %s is missing: build it with `vera sandbox build --offline`", img)
-		}
-		return container.InspectResponse{}, dockerErr("inspect image", err)
+	if err := d.checkImage(ctx, img); err != nil {
+		return container.InspectResponse{}, err
 	}
 	state, err := d.makeStateDir(rs.id, name)
 	if err != nil {
@@ -232,6 +258,35 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		d.log.Warn("LAB MODE: sandbox container runs PRIVILEGED as root; isolation is off", "run", rs.id, "container", name)
 		d.emitLabMode(ctx, rs.id, name)
 	}
+	id, err := d.createAndStart(ctx, cfg, host, name)
+	if errdefs.IsConflict(err) { // created concurrently: use it
+		return d.docker.ContainerInspect(ctx, name)
+	}
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	user := d.cfg.User
+	if lab {
+		user = "0:0"
+	}
+	d.log.Info("sandbox container started", "run", rs.id, "container", name, "image", img, "network", network, "user", user, "lab", lab)
+	if r == roleAgent {
+		d.bootstrapVenv(id, user, rs.id)
+	}
+	return d.docker.ContainerInspect(ctx, id)
+}
+
+// createAndStart creates and starts a container, at most
+// Config.CreateConcurrency at once across the daemon (the engine does the
+// work; many at once only slows each). It returns the container's id; a
+// name conflict is returned as is (errdefs.IsConflict).
+func (d *Daemon) createAndStart(ctx context.Context, cfg *container.Config, host *container.HostConfig, name string) (string, error) {
+	select {
+	case d.createSem <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-d.createSem }()
 	created, err := d.docker.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil && host.StorageOpt != nil && isStorageOptUnsupported(err) {
 		d.noteLayerSize(false)
@@ -242,28 +297,84 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		d.noteLayerSize(true)
 	}
 	if err != nil {
-		if errdefs.IsConflict(err) { // created concurrently: use it
-			return d.docker.ContainerInspect(ctx, name)
+		if errdefs.IsConflict(err) {
+			return "", err
 		}
-		return container.InspectResponse{}, dockerErr("create container", err)
+		return "", dockerErr("create container", err)
 	}
 	if err := d.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		_ = d.docker.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
-		return container.InspectResponse{}, dockerErr("start container", err)
+		return "", dockerErr("start container", err)
 	}
-	user := d.cfg.User
-	if lab {
-		user = "0:0"
+	return created.ID, nil
+}
+
+// imageCheckTTL is how long an image found on the engine is not looked
+// up again.
+const imageCheckTTL = time.Minute
+
+// checkImage checks that the engine has the image (remembered for
+// imageCheckTTL: a new container need not ask each time).
+func (d *Daemon) checkImage(ctx context.Context, img string) error {
+	d.mu.Lock()
+	seen, ok := d.imagesSeen[img]
+	d.mu.Unlock()
+	if ok && time.Since(seen) < imageCheckTTL {
+		return nil
 	}
-	d.log.Info("sandbox container started", "run", rs.id, "container", name, "image", img, "network", network, "user", user, "lab", lab)
-	if r == roleAgent {
-		// /work/.venv first on PATH (the image sets it) so that pip install
-		// works without root; caches live in /work/.cache.
-		if _, err := d.execSimple(ctx, created.ID, user, "mkdir -p /work/.cache && { [ -x /work/.venv/bin/python ] || python3 -m venv /work/.venv; }"); err != nil {
-			d.log.Warn("bootstrap /work/.venv failed", "run", rs.id, "err", err)
+	if _, err := d.docker.ImageInspect(ctx, img); err != nil {
+		if errdefs.IsNotFound(err) {
+			return fmt.Errorf("sandbox image %s is missing: build it with `vera sandbox build --offline`", img)
 		}
+		return dockerErr("inspect image", err)
 	}
-	return d.docker.ContainerInspect(ctx, created.ID)
+	d.mu.Lock()
+	d.imagesSeen[img] = time.Now()
+	d.mu.Unlock()
+	return nil
+}
+
+// bootstrapVenv makes /work/.cache and /work/.venv in a new agent
+// container, in the background: the container is usable at once, and a
+// command waits for it (waitBootstrap) only if it comes first.
+func (d *Daemon) bootstrapVenv(containerID, user, runID string) {
+	done := make(chan struct{})
+	d.mu.Lock()
+	d.bootstraps[containerID] = done
+	d.mu.Unlock()
+	ctx := d.bgCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		defer close(done)
+		if _, err := d.execSimple(ctx, containerID, user, venvScript); err != nil {
+			d.log.Warn("bootstrap /work/.venv failed", "run", runID, "err", err)
+		}
+	}()
+}
+
+// waitBootstrap waits for the container's /work/.venv bootstrap, if one is
+// under way (at most two minutes).
+func (d *Daemon) waitBootstrap(ctx context.Context, containerID string) {
+	d.mu.Lock()
+	done := d.bootstraps[containerID]
+	d.mu.Unlock()
+	if done == nil {
+		return
+	}
+	t := time.NewTimer(2 * time.Minute)
+	defer t.Stop()
+	select {
+	case <-done:
+		d.mu.Lock()
+		delete(d.bootstraps, containerID)
+		d.mu.Unlock()
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // boxSpec is what a sandbox container is made from.
@@ -338,6 +449,11 @@ func (d *Daemon) removeBoxes(ctx context.Context, runID string) error {
 		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelRun+"="+runID))})
 	if err != nil {
 		return dockerErr("list containers", err)
+	}
+	// A claimed pool container has no vera.run label: it has the run's name.
+	if info, err := d.docker.ContainerInspect(ctx, ContainerName(runID, roleAgent)); err == nil && info.Config != nil &&
+		info.Config.Labels[LabelManaged] == "true" && runOfContainer(info.Config.Labels, info.Name) == runID {
+		list = append(list, container.Summary{ID: info.ID})
 	}
 	var errs []error
 	for _, c := range list {

@@ -42,6 +42,11 @@ type Daemon struct {
 	following map[string]bool  // container id → a log follower runs
 	runOnBus  map[string]*bool // run id → whether the stream has it (for Docker events of runs not loaded)
 	layerSize int              // whether the engine takes --storage-opt size (layerSize*), guarded by mu
+
+	createSem  chan struct{}            // bounds containers being created and started at once
+	imagesSeen map[string]time.Time     // image → when the engine was last seen to have it (guarded by mu)
+	bootstraps map[string]chan struct{} // container id → closed when its /work/.venv bootstrap ended (guarded by mu)
+	pool       *warmPool                // nil when Config.WarmPool is 0
 }
 
 // runState is what the daemon knows of one run, rebuilt from the stream.
@@ -104,10 +109,15 @@ func New(b *bus.Bus, docker *client.Client, cfg Config) (*Daemon, error) {
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
-	return &Daemon{
+	d := &Daemon{
 		cfg: cfg, bus: b, docker: docker, log: cfg.Logger,
 		runs: map[string]*runState{}, following: map[string]bool{}, runOnBus: map[string]*bool{},
-	}, nil
+		createSem: make(chan struct{}, cfg.CreateConcurrency), imagesSeen: map[string]time.Time{}, bootstraps: map[string]chan struct{}{},
+	}
+	if cfg.WarmPool > 0 {
+		d.pool = newWarmPool(d, cfg.WarmPool, cfg.poolOwner())
+	}
+	return d, nil
 }
 
 // NewDockerClient connects to the Docker Engine from the environment
@@ -137,6 +147,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.bg.Add(1)
 	go func() { defer d.bg.Done(); d.watchDockerEvents(d.bgCtx) }()
+	if d.pool != nil {
+		d.bg.Add(1)
+		go func() { defer d.bg.Done(); d.pool.run(d.bgCtx) }()
+	}
 
 	errs := make(chan error, 2)
 	go func() {
@@ -147,7 +161,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}()
 	go func() {
 		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
-			Durable: ConsumerControl, Types: []string{catalog.TypeRunFinished, catalog.TypeRunCancelled},
+			Durable: ConsumerControl, Types: []string{catalog.TypeRunStarted, catalog.TypeRunFinished, catalog.TypeRunCancelled},
 			Concurrency: 4,
 		}, component.Checked(d.handleControl))
 	}()
@@ -280,20 +294,33 @@ func (rs *runState) isEnded() bool {
 
 func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
 	rs := d.run(m.Event.RunID)
+	if m.Event.Type == catalog.TypeRunStarted {
+		d.prestart(rs)
+		return nil
+	}
 	rs.markEnded() // interrupts a command in flight
 	if m.Event.Type != catalog.TypeRunFinished && m.Event.Type != catalog.TypeRunCancelled {
 		return nil
 	}
 	rs.active.Lock() // wait for the requests in flight to be reported
 	defer rs.active.Unlock()
+	var poolStates []string
 	rs.boxMu.Lock()
 	for _, b := range rs.boxes {
 		if b.sessions != nil {
 			b.sessions.closeAll()
 		}
+		if b.runEnv != nil && strings.HasPrefix(b.stateDir, filepath.Join(d.cfg.SpoolDir, poolSpool)+string(filepath.Separator)) {
+			poolStates = append(poolStates, b.stateDir) // a claimed pool container's
+		}
 	}
 	rs.boxMu.Unlock()
 	if !d.cfg.KeepContainers {
+		defer func() {
+			for _, dir := range poolStates {
+				_ = os.RemoveAll(dir)
+			}
+		}()
 		if err := d.removeBoxes(ctx, rs.id); err != nil {
 			d.log.Warn("remove containers of an ended run", "run", rs.id, "err", err)
 			return err
@@ -306,6 +333,35 @@ func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
 	}
 	d.forget(rs.id)
 	return nil
+}
+
+// prestart brings up the run's agent container as soon as the run starts,
+// in the background, while the agent asks the model for its first step:
+// the first command then finds it ready. A failure is only logged; the
+// first command tries again and reports it.
+func (d *Daemon) prestart(rs *runState) {
+	if d.bgCtx == nil {
+		return
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		ctx := d.bgCtx
+		rs.active.RLock()
+		defer rs.active.RUnlock()
+		rs.mu.Lock()
+		err := d.load(ctx, rs)
+		rs.mu.Unlock()
+		if err != nil || rs.isEnded() {
+			return
+		}
+		if _, _, err := d.admit(rs); err != nil {
+			return // refused: the first request says why
+		}
+		if _, err := d.ensureBox(ctx, rs, roleAgent); err != nil && ctx.Err() == nil {
+			d.log.Info("the run's container could not be made ahead of its first command", "run", rs.id, "err", err)
+		}
+	}()
 }
 
 // requestShard is the ordering key of a tool request (bus.ConsumerConfig's
@@ -455,8 +511,9 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	}
 	overLimit := make(chan struct{})
 	watch := d.watchDisk(ctx, rs, b, user == "0:0" || strings.HasPrefix(user, "0:"), func(string) { close(overLimit) })
+	d.waitBootstrap(ctx, b.id)
 	er := execRequest{
-		box: b, user: user, command: req.Command, cwd: cwd, env: req.Env, timeout: timeout, token: token,
+		box: b, user: user, command: req.Command, cwd: cwd, env: withEnv(req.Env, b.runEnv), timeout: timeout, token: token,
 		stdout: stdout, stderr: stderr, interrup: rs.interrupt, limit: overLimit,
 		started: func(execID string, at time.Time) error {
 			return d.recordStarted(ctx, rs, m.Event, req.RequestID, token, b, execID, at)
@@ -795,6 +852,21 @@ func (d *Daemon) stateNotReported(rs *runState, cause bus.Event, b *box, request
 		Container: b.name, ContainerID: b.id, Action: "vera_state_not_reported", Time: t,
 		Attributes: map[string]string{"request_id": requestID, "exit_code": fmt.Sprint(res.exitCode), "reason": res.stateErr.Error(), "cwd_kept": cwd},
 	}, bus.ReactionTo(cause, "state-not-reported"), bus.WithTime(t))
+}
+
+// withEnv returns env with extra's variables it does not set.
+func withEnv(env, extra map[string]string) map[string]string {
+	if len(extra) == 0 {
+		return env
+	}
+	out := make(map[string]string, len(env)+len(extra))
+	for k, v := range extra {
+		out[k] = v
+	}
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
 }
 
 // takeUnsent returns and forgets the kept result of a request, if any.

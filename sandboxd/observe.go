@@ -127,7 +127,7 @@ func (d *Daemon) watchDockerEvents(ctx context.Context) {
 					continue
 				}
 				t := time.Unix(0, m.TimeNano).UTC()
-				runID := m.Actor.Attributes[LabelRun]
+				runID := runOfContainer(m.Actor.Attributes, m.Actor.Attributes["name"])
 				if runID != "" && d.ourRun(ctx, runID) && !(m.Action == "exec_die" && d.isSessionExec(runID, m.Actor.Attributes["execID"])) {
 					action, _, _ := strings.Cut(string(m.Action), ":")
 					attrs := map[string]string{}
@@ -298,7 +298,11 @@ func (d *Daemon) reapOrphans(ctx context.Context) {
 		return
 	}
 	for _, c := range list {
-		runID := c.Labels[LabelRun]
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0]
+		}
+		runID := runOfContainer(c.Labels, name)
 		if bus.ValidateRunID(runID) != nil {
 			continue
 		}

@@ -157,3 +157,12 @@ func fileOwner(fi fs.FileInfo) (int, bool) {
 	}
 	return int(st.Uid), true
 }
+
+// ownerOf returns the uid and gid that own a file.
+func ownerOf(fi fs.FileInfo) (uid, gid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
+}
