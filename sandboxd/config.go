@@ -98,8 +98,8 @@ type Config struct {
 	// DaemonID names this daemon among the daemons of one stream
 	// (placement, warm pool labels); "" is DefaultDaemonID.
 	DaemonID string
-	Logger      *slog.Logger
-	Clock       bus.Clock
+	Logger   *slog.Logger
+	Clock    bus.Clock
 }
 
 // SetDefaults fills in the defaults documented on each field and checks

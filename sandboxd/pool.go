@@ -62,7 +62,7 @@ const (
 	poolDirName    = ".vera-pool"
 	poolReadyFile  = "ready" // in a pool container's directory once it is ready
 	poolSpool      = ".pool" // SpoolDir/.pool: pool containers' shell-state dirs (no run id has a dot)
-	maxPoolKeys    = 4 // configurations kept warm at once, most recently used first
+	maxPoolKeys    = 4       // configurations kept warm at once, most recently used first
 )
 
 // poolKey is the sandbox configuration a pool container fits.
