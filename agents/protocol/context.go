@@ -252,6 +252,10 @@ func RenderObservation(evidenceID string, f catalog.ToolFinished) string {
 		b.WriteString("\nsandbox error: ")
 		b.WriteString(f.Error)
 	}
+	if f.Notice != "" {
+		b.WriteString("\nsandbox notice: ")
+		b.WriteString(f.Notice)
+	}
 	renderStream(&b, "stdout", f.Stdout)
 	renderStream(&b, "stderr", f.Stderr)
 	if f.CwdAfter != "" {

@@ -36,6 +36,7 @@ type ToolStarted struct {
 	ContainerID string    `json:"container_id" jsonschema_description:"Docker id of the container."`
 	ExecID      string    `json:"exec_id,omitempty" jsonschema_description:"Docker exec id of the command."`
 	StartedAt   time.Time `json:"started_at" jsonschema_description:"When the exec started (RFC 3339)."`
+	Daemon      string    `json:"daemon,omitempty" jsonschema_description:"Id of the sandboxd that ran it (vera sandboxd --id); a daemon that takes the run over reports a command another daemon started as interrupted instead of running it again."`
 }
 
 // EventType implements Payload.
@@ -53,6 +54,7 @@ type ToolFinished struct {
 	DenyRule        string            `json:"deny_rule,omitempty" jsonschema_description:"The deny rule that matched, when denied."`
 	Interrupted     bool              `json:"interrupted" jsonschema_description:"Killed because the run was cancelled or finished, or sandboxd stopped."`
 	Error           string            `json:"error,omitempty" jsonschema_description:"Error of sandboxd itself (container gone, Docker unreachable); empty when the command ran."`
+	Notice          string            `json:"notice,omitempty" jsonschema_description:"What the sandbox tells the requester about the sandbox itself, once: e.g. that the run moved to another sandboxd, and whether /work came with it. The agent shows it to the model with the result."`
 	Stdout          Output            `json:"stdout" jsonschema_description:"Captured standard output."`
 	Stderr          Output            `json:"stderr" jsonschema_description:"Captured standard error."`
 	CwdAfter        string            `json:"cwd_after,omitempty" jsonschema_description:"Working directory after the command (the next request's cwd)."`
