@@ -224,7 +224,7 @@ func (p *Placer) Start(ctx context.Context) error {
 	fail := func(err error) error {
 		cancel()
 		p.wg.Wait()
-		p.finish(err)
+		p.finish(nil)
 		return err
 	}
 	if err := p.waitSynced(rctx); err != nil {
@@ -338,7 +338,8 @@ func (p *Placer) writeStopped(ctx context.Context) error {
 // takeovers a slow reader has not taken yet, in order, so the watch and
 // takeover work never block on it and none is dropped while the placer
 // runs. Takeovers not yet delivered when the placer stops are dropped
-// (Owned lists every run held). It is closed when the placer stops.
+// (Owned lists every run held). It is closed when the placer stops
+// (after a Start that succeeded).
 func (p *Placer) Takeovers() <-chan Takeover { return p.takeovers }
 
 func (p *Placer) enqueueTakeover(t Takeover) {

@@ -530,13 +530,13 @@ func TestRestartAfterCrashWaitsAndOwnsNothingTaken(t *testing.T) {
 }
 
 // TestRestartWhileAliveWaits: a second instance of a live daemon waits
-// until the first one has been silent for LeaseTTL, and the first one,
-// finding its key taken, stops as superseded.
+// as long as the first one heartbeats, and registers once the first has
+// been silent for LeaseTTL.
 func TestRestartWhileAliveWaits(t *testing.T) {
 	e := newEnv(t)
 	a := e.started("a", 0)
 	again := e.placer("a", 0)
-	sctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	started := make(chan error, 1)
 	go func() { started <- again.Start(sctx) }()
@@ -545,14 +545,48 @@ func TestRestartWhileAliveWaits(t *testing.T) {
 		t.Fatalf("a second instance registered while the first heartbeats: %v", err)
 	case <-time.After(2 * ttl):
 	}
-	a.crash(t)
+	crashed := a.crash(t)
 	if err := <-started; err != nil {
 		t.Fatalf("second instance after the first stopped: %v", err)
+	}
+	if waited := time.Since(crashed); waited < ttl*8/10-50*time.Millisecond {
+		t.Fatalf("second instance registered %s after the first crashed, before LeaseTTL", waited)
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()
 	if err := again.Close(cctx); err != nil {
 		t.Fatal(err)
+	}
+	cancel()
+	<-again.Done()
+}
+
+// TestSupersededInstanceStops: an instance whose key another instance of
+// its id took stops for good, fenced, with ErrSuperseded.
+func TestSupersededInstanceStops(t *testing.T) {
+	e := newEnv(t)
+	a := e.started("a", 0)
+	ctx := ctxT(t, time.Minute)
+	if err := a.Acquire(ctx, "sup-1"); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := a.bus.PlacementKV(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "daemons.a", []byte(`{"id":"a","instance":"01OTHERINSTANCE0000000000","beat":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a superseded instance keeps running")
+	}
+	if !errors.Is(a.Err(), placement.ErrSuperseded) || !a.Fenced() || a.Mine("sup-1") {
+		t.Fatalf("superseded: Err %v, Fenced %v, Mine %v", a.Err(), a.Fenced(), a.Mine("sup-1"))
+	}
+	if err := a.Acquire(ctx, "sup-2"); err == nil {
+		t.Fatal("a superseded instance acquired a run")
 	}
 }
 
