@@ -189,8 +189,10 @@ func New(kv jetstream.KeyValue, o Options) (*Placer, error) {
 	}, nil
 }
 
-// ID is this daemon's id; Instance this process's instance of it.
-func (p *Placer) ID() string       { return p.o.DaemonID }
+// ID is this daemon's id.
+func (p *Placer) ID() string { return p.o.DaemonID }
+
+// Instance is this process's instance of the daemon (a ULID).
 func (p *Placer) Instance() string { return p.instance }
 
 // LeaseTTL is the lease time in force.
