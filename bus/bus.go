@@ -278,10 +278,11 @@ func (o Options) DeadLetterStreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreams creates VERA's streams and object store, or updates them to
-// the current configuration. While a cluster is forming or electing a
-// leader an API request can go unanswered: each attempt has its own
-// timeout and is retried until ctx ends.
+// EnsureStreams creates VERA's streams, object store and placement bucket
+// (PlacementBucket), or updates them to the current configuration. While a
+// cluster is forming or electing a leader an API request can go
+// unanswered: each attempt has its own timeout and is retried until ctx
+// ends.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range []jetstream.StreamConfig{b.opts.StreamConfig(), b.opts.DeadLetterStreamConfig()} {
 		exists := false
@@ -315,10 +316,13 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 	}
-	return b.retryAPI(ctx, "open object store "+BlobBucket, func(actx context.Context) error {
+	if err := b.retryAPI(ctx, "open object store "+BlobBucket, func(actx context.Context) error {
 		_, err := b.blobStore(actx)
 		return err
-	})
+	}); err != nil {
+		return err
+	}
+	return b.ensurePlacementKV(ctx)
 }
 
 // sameStreamConfig reports whether the stored configuration has every

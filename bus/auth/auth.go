@@ -124,7 +124,16 @@ var LivePublish = map[string][]string{
 }
 
 // The streams an identity may read.
-var readStreams = []string{bus.StreamName, bus.DeadLetterStream, "OBJ_" + bus.BlobBucket}
+// The placement bucket (KV_VERA_SANDBOXD) is not secret: `vera` status
+// tools and the dashboard may show which daemon runs which run.
+var readStreams = []string{bus.StreamName, bus.DeadLetterStream, "OBJ_" + bus.BlobBucket, "KV_" + bus.PlacementBucket}
+
+// PlacementWriters are the components that may write the placement
+// bucket (bus.PlacementBucket): the sandbox daemons lease runs and
+// heartbeat in it. A key-value Create, Update or Delete is a publish to
+// $KV.<bucket>.<key> (with expected-revision and operation headers),
+// answered on the writer's inbox.
+var PlacementWriters = []string{catalog.ComponentSandboxd}
 
 // Permissions are the publish and subscribe permissions of one identity,
 // in nats-server's terms (allow lists, deny lists overriding them). A nil
@@ -167,6 +176,9 @@ func PermissionsOf(id Identity) (*Permissions, error) {
 			"$O."+bus.BlobBucket+".>",
 			"$JS.API.STREAM.PURGE.OBJ_"+bus.BlobBucket,
 		)
+		if slices.Contains(PlacementWriters, id.Name) {
+			p.PublishAllow = append(p.PublishAllow, "$KV."+bus.PlacementBucket+".>")
+		}
 	default:
 		return nil, fmt.Errorf("identity %q has unknown role %q", id.Name, id.Role)
 	}
@@ -257,6 +269,9 @@ func Describe(id Identity) string {
 	out := "read; publish " + strings.Join(types, ", ")
 	if live := LivePublish[id.Name]; len(live) > 0 {
 		out += "; live " + strings.Join(live, ", ")
+	}
+	if slices.Contains(PlacementWriters, id.Name) {
+		out += "; write the placement bucket " + bus.PlacementBucket
 	}
 	return out
 }

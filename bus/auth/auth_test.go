@@ -505,3 +505,142 @@ func TestLivePiecesPublishedByTheAgentOnly(t *testing.T) {
 		t.Fatalf("the agent published on %s, outside its live subject", m.Subject)
 	}
 }
+
+// TestPlacementBucketWrittenBySandboxdOnly: the sandboxd identity may
+// create, update and delete keys of the placement bucket; every other
+// non-admin identity may read and watch it and is refused a write by the
+// server.
+func TestPlacementBucketWrittenBySandboxdOnly(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, time.Minute)
+	if _, err := admin.PlacementKV(ctx); err != nil {
+		t.Fatalf("admin opens the bucket EnsureStreams created: %v", err)
+	}
+	sandboxd := bustest.ConnectAs(t, s.ClientURL(), store, catalog.ComponentSandboxd, bus.Options{})
+	kv, err := sandboxd.PlacementKV(ctx)
+	if err != nil {
+		t.Fatalf("sandboxd opens the placement bucket: %v", err)
+	}
+	rev, err := kv.Create(ctx, "runs.r1", []byte(`{"daemon":"a"}`))
+	if err != nil {
+		t.Fatalf("sandboxd creates a key: %v", err)
+	}
+	rev, err = kv.Update(ctx, "runs.r1", []byte(`{"daemon":"b"}`), rev)
+	if err != nil {
+		t.Fatalf("sandboxd updates a key: %v", err)
+	}
+	if _, err := kv.Create(ctx, "runs.r2", []byte(`{"daemon":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "runs.r2"); err != nil {
+		t.Fatalf("sandboxd deletes a key: %v", err)
+	}
+
+	for _, name := range []string{auth.Reader, catalog.ComponentAgent, auth.Ext} {
+		b := bustest.ConnectAs(t, s.ClientURL(), store, name, bus.Options{ReadOnly: name != catalog.ComponentAgent})
+		rkv, err := b.PlacementKV(ctx)
+		if err != nil {
+			t.Fatalf("%s opens the placement bucket: %v", name, err)
+		}
+		e, err := rkv.Get(ctx, "runs.r1")
+		if err != nil || string(e.Value()) != `{"daemon":"b"}` || e.Revision() != rev {
+			t.Fatalf("%s reads runs.r1: %v %v", name, e, err)
+		}
+		if _, err := rkv.Get(ctx, "runs.r2"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Fatalf("%s reads the deleted runs.r2: %v, want ErrKeyNotFound", name, err)
+		}
+		// Writes: the server refuses the publish (a permissions
+		// violation on the connection); the client sees no
+		// acknowledgement, so its request fails.
+		sub := make(chan error, 8)
+		b.Conn().SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { sub <- err })
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, perr := rkv.Put(wctx, "runs.r1", []byte(`{"daemon":"`+name+`"}`))
+		_, cerr := rkv.Create(wctx, "runs.r3", []byte(`{}`))
+		derr := rkv.Delete(wctx, "runs.r1")
+		cancel()
+		for what, err := range map[string]error{"put": perr, "create": cerr, "delete": derr} {
+			if err == nil {
+				t.Errorf("%s may %s in the placement bucket", name, what)
+			}
+		}
+		select {
+		case err := <-sub:
+			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), "$KV."+bus.PlacementBucket+".runs.") {
+				t.Errorf("%s writing the placement bucket: %v, want a permissions violation", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s writing the placement bucket: no permissions violation reported", name)
+		}
+		if e, err := admin.JetStream().KeyValue(ctx, bus.PlacementBucket); err != nil {
+			t.Fatal(err)
+		} else if got, err := e.Get(ctx, "runs.r1"); err != nil || got.Revision() != rev {
+			t.Fatalf("runs.r1 after %s's attempts: %v %v, want revision %d unchanged", name, got, err, rev)
+		}
+		if _, err := admin.JetStream().KeyValue(ctx, bus.PlacementBucket); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The reader watches: it sees the current value, then sandboxd's
+	// next change.
+	reader := bustest.ConnectAs(t, s.ClientURL(), store, auth.Reader, bus.Options{ReadOnly: true})
+	rkv, err := reader.PlacementKV(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := rkv.Watch(ctx, "runs.>")
+	if err != nil {
+		t.Fatalf("reader watches the placement bucket: %v", err)
+	}
+	defer w.Stop()
+	next := func() jetstream.KeyValueEntry {
+		t.Helper()
+		select {
+		case e := <-w.Updates():
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("reader's watch got nothing")
+			return nil
+		}
+	}
+	if e := next(); e == nil || e.Key() != "runs.r1" || e.Revision() != rev {
+		t.Fatalf("reader's watch first entry: %v", e)
+	}
+	if e := next(); e != nil && e.Key() == "runs.r2" {
+		if e.Operation() != jetstream.KeyValueDelete {
+			t.Fatalf("runs.r2 delivered as %v, want a delete", e.Operation())
+		}
+		e = next()
+		if e != nil {
+			t.Fatalf("want the end of the initial values, got %v", e.Key())
+		}
+	} else if e != nil {
+		t.Fatalf("reader's watch: unexpected %s", e.Key())
+	}
+	if _, err := kv.Update(ctx, "runs.r1", []byte(`{"daemon":"c"}`), rev); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e == nil || e.Key() != "runs.r1" || string(e.Value()) != `{"daemon":"c"}` {
+		t.Fatalf("reader's watch missed sandboxd's update: %v", e)
+	}
+}
+
+// TestComponentWithoutPlacementBucketSaysHowToCreateIt: a component
+// connecting to a bus whose bucket is missing gets an error naming
+// `vera up`.
+func TestComponentWithoutPlacementBucketSaysHowToCreateIt(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, time.Minute)
+	if err := admin.JetStream().DeleteKeyValue(ctx, bus.PlacementBucket); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), CredsFile: store.Path(catalog.ComponentSandboxd), Source: "sandboxd", Logger: bustest.Logger(t)})
+	if !errors.Is(err, bus.ErrPermissionDenied) || !strings.Contains(err.Error(), bus.PlacementBucket) || !strings.Contains(err.Error(), "vera up") {
+		t.Fatalf("sandboxd connecting without the bucket: %v, want a permission error naming the bucket and `vera up`", err)
+	}
+	reader := bustest.ConnectAs(t, s.ClientURL(), store, auth.Reader, bus.Options{ReadOnly: true})
+	if _, err := reader.PlacementKV(ctx); !errors.Is(err, jetstream.ErrBucketNotFound) || !strings.Contains(err.Error(), "vera up") {
+		t.Fatalf("opening a missing bucket: %v, want ErrBucketNotFound naming `vera up`", err)
+	}
+}
