@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -96,8 +97,14 @@ type Config struct {
 	// configuration for runs to claim (pool.go); 0 disables the pool.
 	WarmPool int
 	// DaemonID names this daemon among the daemons of one stream
-	// (placement, warm pool labels); "" is DefaultDaemonID.
+	// (placement, its consumers, container labels); "" is DefaultDaemonID.
 	DaemonID string
+	// Capacity is how many runs this daemon holds at once (placement);
+	// 0 = no limit.
+	Capacity int
+	// LeaseTTL is how long a daemon may go unheard before its runs are
+	// taken over by another (placement.DefaultLeaseTTL).
+	LeaseTTL time.Duration
 	Logger   *slog.Logger
 	Clock    bus.Clock
 }
@@ -176,6 +183,9 @@ func (c *Config) SetDefaults() error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("sandboxd: %w", err)
 		}
+	}
+	if spool, err := filepath.Abs(c.SpoolDir); err == nil {
+		c.SpoolDir = spool
 	}
 	abs, err := resolvePath(c.WorkRoot)
 	if err != nil {

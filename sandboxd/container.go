@@ -250,7 +250,7 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 		return container.InspectResponse{}, err
 	}
 	cfg, host := boxConfig(boxSpec{
-		run: rs.id, role: r, image: img, work: work, input: input, state: state, network: network, lab: lab,
+		run: rs.id, daemon: d.cfg.DaemonID, role: r, image: img, work: work, input: input, state: state, network: network, lab: lab,
 		user: d.cfg.User, memory: d.cfg.Memory, pids: d.cfg.PidsLimit, cpus: d.cfg.CPUs, scratch: d.scratchLimit(rs),
 	})
 	d.applyLayerLimit(host, d.scratchLimit(rs))
@@ -380,6 +380,7 @@ func (d *Daemon) waitBootstrap(ctx context.Context, containerID string) {
 // boxSpec is what a sandbox container is made from.
 type boxSpec struct {
 	run, image, work, input, state, network, user string
+	daemon                                        string // the daemon that makes it
 	role                                          role
 	lab                                           bool
 	memory, pids, scratch                         int64
@@ -415,7 +416,7 @@ func boxConfig(s boxSpec) (*container.Config, *container.HostConfig) {
 		User:       "0:0",
 		WorkingDir: WorkMount,
 		Env:        []string{"HOME=/tmp", "VERA_RUN_ID=" + s.run, "VERA_ROLE=" + string(s.role)},
-		Labels:     map[string]string{LabelManaged: "true", LabelRun: s.run, LabelRole: string(s.role)},
+		Labels:     map[string]string{LabelManaged: "true", LabelRun: s.run, LabelRole: string(s.role), LabelDaemon: s.daemon},
 	}
 	host := &container.HostConfig{
 		Mounts:      mounts,

@@ -17,6 +17,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/component"
+	"github.com/vera-run/vera/sandboxd/placement"
 	"github.com/vera-run/vera/sandboxd/policy"
 )
 
@@ -47,6 +48,8 @@ type Daemon struct {
 	imagesSeen map[string]time.Time     // image → when the engine was last seen to have it (guarded by mu)
 	bootstraps map[string]chan struct{} // container id → closed when its /work/.venv bootstrap ended (guarded by mu)
 	pool       *warmPool                // nil when Config.WarmPool is 0
+	placer     *placement.Placer        // the run leases (placed.go); set once Run registered the daemon
+	spoolLock  *os.File                 // the spool's lock, held for the life of the process
 }
 
 // runState is what the daemon knows of one run, rebuilt from the stream.
@@ -61,15 +64,19 @@ type Daemon struct {
 type runState struct {
 	id string
 
-	mu       sync.Mutex
-	loaded   bool
-	cfg      *catalog.RunConfig // set once by load
-	started  map[string]bool
-	startAt  map[string]time.Time // request id → its tool.started's started_at
-	finished map[string]bool
-	inflight map[string]bool            // request id → being handled by this daemon now
-	unsent   map[string]*unsentResult   // request id → a result whose publish failed, sent again on redelivery
-	requests map[string]recordedRequest // request id → the request, for recovery
+	mu      sync.Mutex
+	loaded  bool
+	cfg     *catalog.RunConfig // set once by load
+	started map[string]bool
+	startAt map[string]time.Time // request id → its tool.started's started_at
+	// startedBy: request id → the daemon its tool.started names ("" in
+	// events of older daemons).
+	startedBy map[string]string
+	notice    string // for the requester with the run's next result (the run moved here)
+	finished  map[string]bool
+	inflight  map[string]bool            // request id → being handled by this daemon now
+	unsent    map[string]*unsentResult   // request id → a result whose publish failed, sent again on redelivery
+	requests  map[string]recordedRequest // request id → the request, for recovery
 	// sessionsSeen: container name → the last session recorded on the
 	// stream (by any daemon), so that a new daemon's session says it
 	// replaced one.
@@ -140,6 +147,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.bg.Wait()
 		d.closeSessions()
 	}()
+	if ok, err := d.startPlacement(ctx); err != nil || !ok {
+		return err
+	}
 	if _, err := d.docker.Ping(ctx); err != nil {
 		d.log.Error("Docker is not reachable; requests will be answered with an error until it is", "err", err)
 	} else {
@@ -155,13 +165,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	errs := make(chan error, 2)
 	go func() {
 		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
-			Durable: ConsumerRequests, Types: []string{catalog.TypeToolRequested},
+			Durable: d.cfg.requestsDurable(), Types: []string{catalog.TypeToolRequested},
 			Concurrency: d.cfg.Concurrency, ShardKey: requestShard, AckWait: 30 * time.Second, MaxDeliver: 5,
 		}, component.Checked(d.handleRequest))
 	}()
 	go func() {
 		errs <- d.bus.Consume(ctx, bus.ConsumerConfig{
-			Durable: ConsumerControl, Types: []string{catalog.TypeRunStarted, catalog.TypeRunFinished, catalog.TypeRunCancelled},
+			Durable: d.cfg.controlDurable(), Types: []string{catalog.TypeRunStarted, catalog.TypeRunFinished, catalog.TypeRunCancelled},
 			Concurrency: 4,
 		}, component.Checked(d.handleControl))
 	}()
@@ -172,7 +182,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Warn("sandboxd runs as root; its containers run as the unprivileged "+d.cfg.User+", and work dirs root owns are handed to that user", "user", d.cfg.User)
 		}
 	}
-	d.log.Info("sandboxd serving", "image", d.cfg.Image, "network", d.cfg.Network, "user", d.cfg.User, "lab_allowed", d.cfg.Lab,
+	d.log.Info("sandboxd serving", "id", d.cfg.DaemonID, "capacity", d.cfg.Capacity, "warm_pool", d.cfg.WarmPool, "image", d.cfg.Image, "network", d.cfg.Network, "user", d.cfg.User, "lab_allowed", d.cfg.Lab,
 		"work_roots", d.cfg.WorkRoots, "input_roots", d.cfg.InputRoots)
 	var first error
 	for i := 0; i < 2; i++ {
@@ -180,6 +190,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			first = err
 		}
 	}
+	d.closePlacement()
 	return first
 }
 
@@ -208,7 +219,7 @@ func (d *Daemon) run(id string) *runState {
 	d.mu.Lock()
 	rs := d.runs[id]
 	if rs == nil {
-		rs = &runState{id: id, started: map[string]bool{}, startAt: map[string]time.Time{}, finished: map[string]bool{}, inflight: map[string]bool{}, unsent: map[string]*unsentResult{},
+		rs = &runState{id: id, started: map[string]bool{}, startAt: map[string]time.Time{}, startedBy: map[string]string{}, finished: map[string]bool{}, inflight: map[string]bool{}, unsent: map[string]*unsentResult{},
 			requests: map[string]recordedRequest{}, sessionsSeen: map[string]sessionInfo{}, boxes: map[role]*box{}, interrupt: make(chan struct{})}
 		d.runs[id] = rs
 	}
@@ -265,6 +276,7 @@ func (d *Daemon) load(ctx context.Context, rs *runState) error {
 		case *catalog.ToolStarted:
 			rs.started[v.RequestID] = true
 			rs.startAt[v.RequestID] = v.StartedAt
+			rs.startedBy[v.RequestID] = v.Daemon
 		case *catalog.ToolFinished:
 			rs.finished[v.RequestID] = true
 		case *catalog.ToolSession:
@@ -293,12 +305,16 @@ func (rs *runState) isEnded() bool {
 }
 
 func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
+	if d.othersRun(m.Event.RunID) {
+		return nil // another daemon's run
+	}
 	rs := d.run(m.Event.RunID)
 	if m.Event.Type == catalog.TypeRunStarted {
 		d.prestart(rs)
 		return nil
 	}
 	rs.markEnded() // interrupts a command in flight
+	defer d.releaseRun(ctx, rs.id)
 	if m.Event.Type != catalog.TypeRunFinished && m.Event.Type != catalog.TypeRunCancelled {
 		return nil
 	}
@@ -358,6 +374,9 @@ func (d *Daemon) prestart(rs *runState) {
 		if _, _, err := d.admit(rs); err != nil {
 			return // refused: the first request says why
 		}
+		if ok, err := d.mine(ctx, rs); err != nil || !ok {
+			return // another daemon's run (or this one is fenced: its first request waits)
+		}
 		if _, err := d.ensureBox(ctx, rs, roleAgent); err != nil && ctx.Err() == nil {
 			d.log.Info("the run's container could not be made ahead of its first command", "run", rs.id, "err", err)
 		}
@@ -412,12 +431,22 @@ func (rs *runState) release(id string) {
 
 // handleRequest runs one vera.tool.requested at most once.
 func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
+	return d.handleRequestEvent(ctx, m.Event)
+}
+
+// handleRequestEvent runs one request, delivered or found on the stream
+// (a run taken over: runUnstarted).
+func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
+	m := struct{ Event bus.Event }{ev}
 	var req catalog.ToolRequested
 	if err := m.Event.DecodeData(&req); err != nil {
 		return bus.Permanent(err)
 	}
 	if req.RequestID == "" {
 		req.RequestID = m.Event.ID
+	}
+	if d.othersRun(m.Event.RunID) {
+		return nil // another daemon runs it (if that one dies, the run's new owner finds the request on the stream)
 	}
 	rs := d.run(m.Event.RunID)
 	rs.active.RLock()
@@ -432,6 +461,13 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 		return nil
 	}
 	defer rs.release(req.RequestID)
+	if !rs.isEnded() {
+		if mine, err := d.mine(ctx, rs); err != nil {
+			return err
+		} else if !mine {
+			return nil
+		}
+	}
 	log := d.log.With("run", rs.id, "request", req.RequestID)
 	if u := rs.takeUnsent(req.RequestID); u != nil {
 		log.Info("publishing the result of a command that ran before the bus failed us")
@@ -447,7 +483,7 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 	}
 
 	if started {
-		if d.mayHaveRun(rs.id, token) {
+		if _, elsewhere := d.startedElsewhere(rs, req.RequestID); elsewhere || d.mayHaveRun(rs.id, token) {
 			return d.reportInterrupted(ctx, rs, m.Event, req)
 		}
 		// Its start was stored, but no daemon of this spool went on to
@@ -603,6 +639,11 @@ func (d *Daemon) finish(ctx context.Context, rs *runState, cause bus.Event, req 
 // the command as cut off.
 func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, req catalog.ToolRequested, facts []bus.Event, tf catalog.ToolFinished) error {
 	tf.RequestID, tf.Requester = req.RequestID, req.Requester
+	if n := rs.takeNotice(); n != "" && req.Requester != catalog.RequesterAuditor {
+		tf.Notice = n
+	} else if n != "" {
+		rs.setNotice(n) // for the agent, not the auditor
+	}
 	ev, err := d.bus.Events.New(rs.id, tf, bus.ReactionTo(cause, "finished"))
 	if err != nil {
 		return bus.Permanent(err)
@@ -647,7 +688,7 @@ func (d *Daemon) finishWith(ctx context.Context, rs *runState, cause bus.Event, 
 // request: a redelivery that stores it again (the first ack was lost)
 // stores it once.
 func (d *Daemon) recordStarted(ctx context.Context, rs *runState, cause bus.Event, requestID, token string, b *box, execID string, at time.Time) error {
-	ev, err := d.bus.Events.New(rs.id, catalog.ToolStarted{RequestID: requestID, Container: b.name, ContainerID: b.id, ExecID: execID, StartedAt: at}, bus.ReactionTo(cause, "started"))
+	ev, err := d.bus.Events.New(rs.id, catalog.ToolStarted{RequestID: requestID, Container: b.name, ContainerID: b.id, ExecID: execID, StartedAt: at, Daemon: d.cfg.DaemonID}, bus.ReactionTo(cause, "started"))
 	if err == nil {
 		_, err = d.bus.Publish(ctx, ev)
 	}
@@ -746,8 +787,11 @@ func (d *Daemon) reportInterrupted(ctx context.Context, rs *runState, cause bus.
 	d.killLeftover(ctx, rs.id, roleOf(req.Requester), token, since)
 	stdout, stderr := d.spooled(ctx, filepath.Join(d.cfg.SpoolDir, rs.id), token)
 	d.log.Warn("request was cut off by a daemon crash; reported as interrupted, not run again", "run", rs.id, "request", req.RequestID)
-	return d.finish(ctx, rs, cause, req, catalog.ToolFinished{ExitCode: -1, Interrupted: true, Stdout: stdout, Stderr: stderr,
-		Error: "sandboxd stopped after the command's start was recorded (it ran in part, in full or not at all); it was not run again"})
+	msg := "sandboxd stopped after the command's start was recorded (it ran in part, in full or not at all); it was not run again"
+	if by, elsewhere := d.startedElsewhere(rs, req.RequestID); elsewhere {
+		msg = "sandboxd " + by + " stopped after the command's start was recorded (it ran in part, in full or not at all); the run moved to sandboxd " + d.cfg.DaemonID + ", which did not run it again"
+	}
+	return d.finish(ctx, rs, cause, req, catalog.ToolFinished{ExitCode: -1, Interrupted: true, Stdout: stdout, Stderr: stderr, Error: msg})
 }
 
 // recoverRun reports, right at start, every request of the run that a
@@ -764,7 +808,8 @@ func (d *Daemon) recoverRun(ctx context.Context, rs *runState) {
 	}
 	var cut []recordedRequest
 	for id := range rs.started {
-		if r, ok := rs.requests[id]; ok && !rs.finished[id] && !rs.inflight[id] && d.mayHaveRun(rs.id, fileToken(id)) {
+		by := rs.startedBy[id]
+		if r, ok := rs.requests[id]; ok && !rs.finished[id] && !rs.inflight[id] && ((by != "" && by != d.cfg.DaemonID) || d.mayHaveRun(rs.id, fileToken(id))) {
 			cut = append(cut, r) // (one that never ran is run when redelivered)
 		}
 	}

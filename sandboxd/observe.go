@@ -324,6 +324,19 @@ func (d *Daemon) reapOrphans(ctx context.Context) {
 			d.log.Info("reaped container of an ended run", "container", c.Names, "run", runID)
 			continue
 		}
+		if !d.ownsContainer(c.Labels, runID) {
+			// This daemon made it, but the run is another daemon's now
+			// (it moved while this one was down): what runs there goes.
+			if err := d.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+				d.log.Warn("remove the container of a run that moved", "container", c.Names, "err", err)
+			} else {
+				d.log.Info("removed the container of a run another daemon took over", "container", c.Names, "run", runID)
+			}
+			continue
+		}
+		if d.placer != nil && !d.placer.Mine(runID) {
+			continue // another daemon's run, on a shared engine
+		}
 		rs := d.run(runID) // a live run: its container is reused, its events watched
 		d.recoverRun(ctx, rs)
 	}

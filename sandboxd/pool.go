@@ -57,6 +57,11 @@ const (
 	// LabelPoolKey names the sandbox configuration a pool container was
 	// made for.
 	LabelPoolKey = "vera.pool.key"
+	// LabelPoolSpool is the spool dir of the daemon that made a pool
+	// container: only a daemon of the same id on the same spool (its
+	// restart) reaps it; other buses' daemons may share the engine and
+	// the id.
+	LabelPoolSpool = "vera.pool.spool"
 
 	poolNamePrefix = "vera.pool." // never the name of a run's container: run ids have no dots
 	poolDirName    = ".vera-pool"
@@ -237,12 +242,13 @@ func (p *warmPool) make(ctx context.Context, k poolKey) (pooledBox, error) {
 		return pb, err
 	}
 	cfg, host := boxConfig(boxSpec{
-		role: roleAgent, image: k.image, work: pb.work, state: state, network: k.network,
+		role: roleAgent, daemon: d.cfg.DaemonID, image: k.image, work: pb.work, state: state, network: k.network,
 		user: d.cfg.User, memory: d.cfg.Memory, pids: d.cfg.PidsLimit, cpus: d.cfg.CPUs, scratch: k.scratch,
 	})
 	delete(cfg.Labels, LabelRun)
 	cfg.Labels[LabelPool] = p.owner
 	cfg.Labels[LabelPoolKey] = k.String()
+	cfg.Labels[LabelPoolSpool] = d.cfg.SpoolDir
 	cfg.Env = withoutVar(cfg.Env, "VERA_RUN_ID")
 	d.applyLayerLimit(host, k.scratch)
 	id, err := d.createAndStart(ctx, cfg, host, pb.name)
@@ -369,7 +375,7 @@ func (p *warmPool) remove(ctx context.Context, list []pooledBox) {
 // with this daemon's id left (it was killed), and their directories.
 func (p *warmPool) reapStale(ctx context.Context) {
 	list, err := p.d.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelPool+"="+p.owner))})
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelPool+"="+p.owner), filters.Arg("label", LabelPoolSpool+"="+p.d.cfg.SpoolDir))})
 	if err != nil {
 		p.d.log.Warn("warm pool: list containers", "err", err)
 		return

@@ -198,9 +198,10 @@ func TestWarmPoolReapsWhatAKilledDaemonLeft(t *testing.T) {
 	f := newFixtureOpts(t, func(c *sandboxd.Config) { c.WarmPool = 1; c.DaemonID = id }, false)
 	t.Cleanup(func() { removePool(t, f.docker, id); removePool(t, f.docker, other) })
 	ctx := context.Background()
+	spool := f.cfg.SpoolDir
 	mk := func(owner, name string) string {
 		c, err := f.docker.ContainerCreate(ctx, &container.Config{Image: f.image, Cmd: []string{"sleep", "600"},
-			Labels: map[string]string{sandboxd.LabelManaged: "true", sandboxd.LabelPool: owner}}, nil, nil, nil, name)
+			Labels: map[string]string{sandboxd.LabelManaged: "true", sandboxd.LabelPool: owner, sandboxd.LabelPoolSpool: spool}}, nil, nil, nil, name)
 		if err != nil {
 			t.Fatal(err)
 		}

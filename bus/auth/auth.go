@@ -178,6 +178,11 @@ func PermissionsOf(id Identity) (*Permissions, error) {
 		)
 		if slices.Contains(PlacementWriters, id.Name) {
 			p.PublishAllow = append(p.PublishAllow, "$KV."+bus.PlacementBucket+".>")
+			// Each sandbox daemon started with an id has durables of its
+			// own (sandboxd-<id>, sandboxd-control-<id>), and their dead
+			// letters: a subject permission cannot name a prefix of a
+			// token, so the sandbox daemons may write every consumer's.
+			p.PublishAllow = append(p.PublishAllow, bus.DeadLetterSubject+".*.*")
 		}
 	default:
 		return nil, fmt.Errorf("identity %q has unknown role %q", id.Name, id.Role)

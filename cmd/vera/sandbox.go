@@ -18,6 +18,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/sandboxd/image"
+	"github.com/vera-run/vera/sandboxd/placement"
 	"github.com/vera-run/vera/sandboxd/policy"
 
 	dockerimage "github.com/docker/docker/api/types/image"
@@ -38,6 +39,11 @@ type sandboxFlags struct {
 	pids           int64
 	cpus           float64
 	concurrency    int
+	createAtOnce   int
+	warmPool       int
+	id             string
+	capacity       int
+	leaseTTL       time.Duration
 	workRoots      []string
 	inputRoots     []string
 	allowImages    []string
@@ -65,7 +71,17 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.pids, "pids", sandboxd.DefaultPids, "process limit of a sandbox")
 	fl.Float64Var(&f.cpus, "cpus", sandboxd.DefaultCPUs, "CPU limit of a sandbox")
 	fl.IntVar(&f.concurrency, "concurrency", sandboxd.DefaultConcurrency, "requests handled at once, across runs (one run's agent commands always run in order; auditor checks run side by side)")
+	fl.IntVar(&f.createAtOnce, "create-concurrency", sandboxd.DefaultCreateConcurrency, "containers created and started at once")
+	fl.IntVar(&f.warmPool, "warm-pool", envInt("VERA_SANDBOX_WARM_POOL", DefaultWarmPool), "ready containers kept per sandbox configuration for new runs to claim (0 disables; env VERA_SANDBOX_WARM_POOL)")
+	fl.StringVar(&f.id, "id", os.Getenv("VERA_SANDBOXD_ID"), "this daemon's id among the sandbox daemons of one stream (default \""+sandboxd.DefaultDaemonID+"\"; give each daemon its own; env VERA_SANDBOXD_ID)")
+	fl.IntVar(&f.capacity, "capacity", 0, "runs this daemon holds at once (0 = no limit); a run placed here keeps its containers here until it ends")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", placement.DefaultLeaseTTL, "how long a daemon may go unheard before another daemon takes its runs over (the same on every daemon of a stream)")
 }
+
+// DefaultWarmPool is the warm pool's size when neither --warm-pool nor
+// VERA_SANDBOX_WARM_POOL sets it.
+const DefaultWarmPool = 2
+
 
 func (f *sandboxFlags) config(dataDir string, g *globals) sandboxd.Config {
 	return sandboxd.Config{
@@ -76,6 +92,7 @@ func (f *sandboxFlags) config(dataDir string, g *globals) sandboxd.Config {
 		Protected: []string{auth.DirOf(dataDir), filepath.Join(dataDir, "nats"), filepath.Join(dataDir, "dashboard.token")},
 		Network:   f.network, User: f.user, Lab: f.lab, KeepContainers: f.keepContainers, DefaultTimeout: f.timeout,
 		Memory: f.memory, PidsLimit: f.pids, CPUs: f.cpus, Concurrency: f.concurrency,
+		CreateConcurrency: f.createAtOnce, WarmPool: f.warmPool, DaemonID: f.id, Capacity: f.capacity, LeaseTTL: f.leaseTTL,
 	}
 }
 
@@ -94,7 +111,16 @@ runs it too; use this command to put it on the machine that has Docker.
 Safe by default: containers run as your user, unprivileged, with
 no-new-privileges, all capabilities dropped but a few, and pids/memory/CPU
 limits. Destructive commands (rm -rf /, mkfs, dd to a disk, fork bombs,
-shutdown, writes to /work/notes.md) are refused without running.`,
+shutdown, writes to /work/notes.md) are refused without running.
+
+Several daemons (one per Docker host) can serve one stream: start each with
+its own --id, and optionally --capacity. Each run is placed on one daemon,
+which keeps its containers until the run ends; a daemon not heard from for
+--lease-ttl loses its runs to the others, which re-create the containers and
+report a command cut off there as interrupted, once. /work survives the move
+when the work roots are on storage every daemon mounts at the same path
+(docs/deploy.md). --warm-pool containers are kept ready so that a new run's
+first command does not wait for one to start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()

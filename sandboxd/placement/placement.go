@@ -78,6 +78,12 @@ type Options struct {
 	LeaseTTL time.Duration // default DefaultLeaseTTL; heartbeat every LeaseTTL/5
 	Host     string        // informational; default the hostname
 	Logger   *slog.Logger
+	// PreviousEnded, when set, is asked about a live-looking instance that
+	// holds this daemon's key at Start; true means it is known to have
+	// ended (sandboxd: it ran on this host and its spool lock is free, so
+	// it was killed), and the key is taken at once instead of after
+	// LeaseTTL of silence.
+	PreviousEnded func(prev DaemonInfo) bool
 }
 
 var daemonIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -733,6 +739,9 @@ func (p *Placer) register(ctx context.Context) error {
 		switch {
 		case dv == nil || dv.deleted:
 		case dv.rec.Stopped || now.Sub(dv.seen) >= p.o.LeaseTTL:
+			prev = dv.rev
+		case p.o.PreviousEnded != nil && p.o.PreviousEnded(DaemonInfo{ID: dv.rec.ID, Host: dv.rec.Host, Instance: dv.rec.Instance, Capacity: dv.rec.Capacity, Running: dv.rec.Running}):
+			p.log.Info("placement: the previous instance of this daemon ended (killed); taking its key at once", "previous_instance", dv.rec.Instance)
 			prev = dv.rev
 		default:
 			wait := p.o.LeaseTTL - now.Sub(dv.seen)
