@@ -502,8 +502,14 @@ func adoptWorkDir(pool, work string) error {
 }
 
 // venvScript makes /work/.cache and /work/.venv (the image puts
-// /work/.venv/bin first on PATH, so pip install works without root).
-const venvScript = "mkdir -p /work/.cache && { [ -x /work/.venv/bin/python ] || python3 -m venv /work/.venv; }"
+// /work/.venv/bin first on PATH, so pip install works without root). The
+// venv is made without its own copy of pip (ensurepip costs seconds of CPU
+// per container, the rest milliseconds): it sees the image's packages, pip
+// among them, and its pip and pip3 run that pip with the venv's python, so
+// that what they install goes into the venv.
+const venvScript = `mkdir -p /work/.cache && { [ -x /work/.venv/bin/python ] || {
+  python3 -m venv --without-pip --system-site-packages /work/.venv &&
+  for p in pip pip3; do printf '#!/bin/sh\nexec /work/.venv/bin/python -m pip "$@"\n' > /work/.venv/bin/$p && chmod 0755 /work/.venv/bin/$p; done; }; }`
 
 func randomToken() string {
 	b := make([]byte, 8)
