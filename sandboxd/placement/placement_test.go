@@ -837,3 +837,52 @@ func TestNewChecksOptions(t *testing.T) {
 		t.Fatal("Acquire accepted a bad run id")
 	}
 }
+
+// TestPreviousEndedSkipsTheWait: a restart whose PreviousEnded hook says
+// the instance holding the key ended (sandboxd: same host and spool, and
+// the spool's lock was free) registers at once and resumes its runs; one
+// whose hook says no waits LeaseTTL as usual.
+func TestPreviousEndedSkipsTheWait(t *testing.T) {
+	e := newEnv(t)
+	a := e.started("a", 0)
+	ctx := ctxT(t, time.Minute)
+	rs := runs("ended", 3)
+	for _, run := range rs {
+		if err := a.Acquire(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.crash(t)
+	restart := func(ended bool) (*daemon, time.Duration) {
+		b := bustest.ConnectAs(t, e.url, e.store, catalog.ComponentSandboxd, bus.Options{})
+		kv, err := b.PlacementKV(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var asked []placement.DaemonInfo
+		p, err := placement.New(kv, placement.Options{DaemonID: "a", LeaseTTL: ttl, Host: "test-a", Logger: bustest.Logger(t),
+			PreviousEnded: func(prev placement.DaemonInfo) bool { asked = append(asked, prev); return ended }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &daemon{Placer: p, bus: b}
+		start := time.Now()
+		e.start(d)
+		if len(asked) == 0 || asked[0].Host != "test-a" {
+			t.Fatalf("PreviousEnded asked %v, want the previous instance of host test-a", asked)
+		}
+		return d, time.Since(start)
+	}
+	again, waited := restart(true)
+	if waited > ttl/2 {
+		t.Fatalf("restart whose previous instance is known ended waited %s (lease TTL %s)", waited, ttl)
+	}
+	if got := again.Owned(); len(got) != len(rs) {
+		t.Fatalf("restarted a owns %v, want its %d runs", got, len(rs))
+	}
+	again.crash(t)
+	_, waited = restart(false)
+	if waited < ttl*9/10 {
+		t.Fatalf("restart with PreviousEnded false waited only %s, want LeaseTTL (%s)", waited, ttl)
+	}
+}
