@@ -79,8 +79,10 @@ func (f *benchLoadFlags) validate() error {
 		return fmt.Errorf("--model-latency must not be negative, got %s", f.modelLatency)
 	case f.timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, got %s", f.timeout)
-	case (f.model.BaseURL == "") != (f.model.Name == "") && f.model.BaseURL == "":
-		return errors.New("--model needs --model-base-url (without it the built-in load model is used)")
+	case f.model.BaseURL == "" && (f.model.Name != "" || f.model.APIKeyEnv != ""):
+		return errors.New("--model and --api-key-env need --model-base-url (without it the built-in load model is used)")
+	case f.model.BaseURL != "" && f.model.Name == "":
+		return errors.New("--model-base-url needs --model")
 	case f.model.BaseURL != "" && f.modelLatency > 0:
 		return errors.New("--model-latency applies to the built-in load model only, not to --model-base-url")
 	}
