@@ -51,10 +51,10 @@ func TestBenchLoad(t *testing.T) {
 		t.Errorf("%d runs ran a command twice, %d model calls requested twice", rep.RunsCommandTwice, rep.ModelCallsTwice)
 	}
 	// Every figure counts what it should: 6 runs, 2 command steps each.
-	if rep.RunWall.Count != 6 || rep.FirstCommand.Count != 6 || rep.StepLatency.Count != 12 {
-		t.Errorf("counts: run wall %d, first command %d, steps %d; want 6, 6, 12", rep.RunWall.Count, rep.FirstCommand.Count, rep.StepLatency.Count)
+	if rep.RunWall.Count != 6 || rep.FirstCommand.Count != 6 || rep.StepLatency.Count != 12 || rep.LaterStepLatency.Count != 6 {
+		t.Errorf("counts: run wall %d, first command %d, steps %d, later steps %d; want 6, 6, 12, 6", rep.RunWall.Count, rep.FirstCommand.Count, rep.StepLatency.Count, rep.LaterStepLatency.Count)
 	}
-	for name, p := range map[string]benchPercentiles{"run wall": rep.RunWall, "first command": rep.FirstCommand, "step": rep.StepLatency} {
+	for name, p := range map[string]benchPercentiles{"run wall": rep.RunWall, "first command": rep.FirstCommand, "step": rep.StepLatency, "later step": rep.LaterStepLatency} {
 		if !(0 < p.P50 && p.P50 <= p.P90 && p.P90 <= p.P99) {
 			t.Errorf("%s percentiles out of order: %+v", name, p)
 		}
