@@ -420,6 +420,32 @@ func benchLoad(ctx context.Context, g *globals, cmd *cobra.Command, f benchLoadF
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	w := &benchWatch{runs: map[string]*benchRun{}}
+	// Runs still going when the bench stops early (Ctrl-C, --timeout, an
+	// error) are cancelled for everyone, as vera run does.
+	defer func() {
+		w.mu.Lock()
+		var open []string
+		for id, r := range w.runs {
+			if !r.closed {
+				open = append(open, id)
+			}
+		}
+		w.mu.Unlock()
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer pcancel()
+		for _, id := range open {
+			ev, err := b.Events.New(id, catalog.RunCancelled{RequestedBy: "cli:bench", Reason: "vera bench load stopped before the run ended"})
+			if err == nil {
+				_, err = b.Publish(pctx, ev)
+			}
+			if err != nil {
+				log.Warn("cancelling an unfinished bench run failed", "run", id, "err", err)
+			}
+		}
+		if len(open) > 0 {
+			fmt.Fprintf(g.stderr, "vera bench load: cancelled %d unfinished runs\n", len(open))
+		}
+	}()
 	followErr := make(chan error, 1)
 	go func() { followErr <- w.follow(ctx, b.Bus, time.Now().Add(-time.Second)) }()
 	failed := make(<-chan struct{})
