@@ -182,7 +182,7 @@ printed either way), 2 on bad flags.`,
 	sf.register(tmp)
 	tmp.Flags().VisitAll(func(fl *pflag.Flag) {
 		if fl.Name == "concurrency" {
-			cmd.Flags().Var(fl.Value, "sandbox-concurrency", "without --nats-url: commands the embedded sandboxd runs at once, across runs (default: C, at least 8)")
+			cmd.Flags().Var(fl.Value, "sandbox-concurrency", "without --nats-url: commands the embedded sandboxd runs at once, across runs; unset = the larger of this default and C")
 			return
 		}
 		fl.Hidden = fl.Name != "image" && fl.Name != "network"
@@ -198,7 +198,7 @@ printed either way), 2 on bad flags.`,
 			fl.Hidden = true
 		}
 	})
-	cmd.Flags().Lookup("agent-concurrency").Usage = "without --nats-url: runs the embedded agent advances at once (default: C, at least 4)"
+	cmd.Flags().Lookup("agent-concurrency").Usage = "without --nats-url: runs the embedded agent advances at once; unset = the larger of this default and C"
 	return cmd
 }
 
