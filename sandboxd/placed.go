@@ -103,7 +103,9 @@ func (d *Daemon) startPlacement(ctx context.Context) (bool, error) {
 	d.placer = p
 	d.bg.Add(2)
 	go func() { defer d.bg.Done(); d.followTakeovers(d.bgCtx) }()
-	go func() { defer d.bg.Done(); d.watchFence(d.bgCtx) }()
+	// Not while the daemon stops: the bus may go first (vera up), and
+	// the runs stay leased to this daemon for its restart.
+	go func() { defer d.bg.Done(); d.watchFence(ctx) }()
 	return true, nil
 }
 
@@ -205,7 +207,10 @@ func (d *Daemon) followTakeovers(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case t := <-d.placer.Takeovers():
+		case t, ok := <-d.placer.Takeovers():
+			if !ok {
+				return
+			}
 			d.bg.Add(1)
 			go func() { defer d.bg.Done(); d.takeOver(ctx, t) }()
 		}
