@@ -103,11 +103,16 @@ type warmPool struct {
 	wake    chan struct{}
 	fills   sync.WaitGroup
 
-	claimed, missed int // counters, for the log and tests
+	claimed, missed int // counters, for the log
+
+	// one fill at a time: the pool refills in the background and must not
+	// take the engine from runs waiting for a container now
+	fillSem chan struct{}
 }
 
 func newWarmPool(d *Daemon, size int, owner string) *warmPool {
-	return &warmPool{d: d, size: size, owner: owner, ready: map[poolKey][]pooledBox{}, filling: map[poolKey]int{}, wake: make(chan struct{}, 1)}
+	return &warmPool{d: d, size: size, owner: owner, ready: map[poolKey][]pooledBox{}, filling: map[poolKey]int{}, wake: make(chan struct{}, 1),
+		fillSem: make(chan struct{}, 1)}
 }
 
 // defaultKey is the configuration of a run that asks for nothing special.
@@ -191,7 +196,15 @@ func (p *warmPool) refill(ctx context.Context) {
 			p.fills.Add(1)
 			go func(k poolKey) {
 				defer p.fills.Done()
-				pb, err := p.make(ctx, k)
+				var pb pooledBox
+				var err error
+				select {
+				case p.fillSem <- struct{}{}:
+					pb, err = p.make(ctx, k)
+					<-p.fillSem
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
 				p.mu.Lock()
 				p.filling[k]--
 				keep := err == nil && !p.stopped && p.wanted(k)
@@ -399,16 +412,6 @@ func (p *warmPool) reapStale(ctx context.Context) {
 	if n > 0 {
 		p.d.log.Info("warm pool: reaped the containers an earlier sandboxd left", "count", n)
 	}
-}
-
-// counts returns the containers ready, claimed and missed so far.
-func (p *warmPool) counts() (ready, claimed, missed int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.ready {
-		ready += len(l)
-	}
-	return ready, p.claimed, p.missed
 }
 
 func unclaimedPoolName(names []string) bool {

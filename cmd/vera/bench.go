@@ -45,6 +45,7 @@ type benchLoadFlags struct {
 	workDir                            string
 	timeout                            time.Duration
 	dataDir, natsListen                string
+	noNetwork                          bool
 }
 
 func (f *benchLoadFlags) register(cmd *cobra.Command) {
@@ -59,6 +60,7 @@ func (f *benchLoadFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.model.Name, "model", "", "model name at --model-base-url (default with the load model: "+loadmodel.DefaultModel+")")
 	fl.StringVar(&f.model.APIKeyEnv, "api-key-env", "", "NAME of the environment variable holding --model-base-url's API key")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the figures as one JSON object")
+	fl.BoolVar(&f.noNetwork, "no-network", false, "runs without network access (their sandbox configuration then differs from vera run's default, and so does sandboxd's warm pool for it)")
 	fl.StringVar(&f.workDir, "work-dir", "", "directory under which each run gets its work dir (default DATA_DIR/runs/bench-<time>; with --nats-url sandboxd must see it at the same path)")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "give up on runs that have not ended this long after the bench began")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "the data dir: identities (creds), and without --nats-url the embedded bus's store (env VERA_DATA_DIR)")
@@ -460,7 +462,9 @@ func benchLoad(ctx context.Context, g *globals, cmd *cobra.Command, f benchLoadF
 		cfg := catalog.RunConfig{
 			Task:    fmt.Sprintf("VERA load benchmark, %s run %d: run the load script's commands, then submit.", phase, i+1),
 			WorkDir: filepath.Join(root, id), Model: model, MaxSteps: f.steps + 4,
-			Sandbox: catalog.SandboxConfig{Session: catalog.SessionPersistent},
+			// As `vera run` by default (network on): the configuration
+			// sandboxd keeps warm containers for unless told otherwise.
+			Sandbox: catalog.SandboxConfig{Session: catalog.SessionPersistent, Network: !f.noNetwork},
 			Policy:  catalog.PolicyConfig{NotesInterval: f.steps},
 		}
 		if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {

@@ -82,7 +82,6 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 // VERA_SANDBOX_WARM_POOL sets it.
 const DefaultWarmPool = 2
 
-
 func (f *sandboxFlags) config(dataDir string, g *globals) sandboxd.Config {
 	return sandboxd.Config{
 		Image: f.image, WorkRoot: filepath.Join(dataDir, "runs"), SpoolDir: filepath.Join(dataDir, "sandboxd", "spool"),
