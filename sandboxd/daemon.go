@@ -191,6 +191,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.closePlacement()
+	if d.spoolLock != nil {
+		_ = d.spoolLock.Close() // a daemon started next on this spool (a restart) may take it
+		d.spoolLock = nil
+	}
 	return first
 }
 
@@ -437,18 +441,17 @@ func (d *Daemon) handleRequest(ctx context.Context, m *bus.Message) error {
 // handleRequestEvent runs one request, delivered or found on the stream
 // (a run taken over: runUnstarted).
 func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
-	m := struct{ Event bus.Event }{ev}
 	var req catalog.ToolRequested
-	if err := m.Event.DecodeData(&req); err != nil {
+	if err := ev.DecodeData(&req); err != nil {
 		return bus.Permanent(err)
 	}
 	if req.RequestID == "" {
-		req.RequestID = m.Event.ID
+		req.RequestID = ev.ID
 	}
-	if d.othersRun(m.Event.RunID) {
+	if d.othersRun(ev.RunID) {
 		return nil // another daemon runs it (if that one dies, the run's new owner finds the request on the stream)
 	}
-	rs := d.run(m.Event.RunID)
+	rs := d.run(ev.RunID)
 	rs.active.RLock()
 	defer rs.active.RUnlock()
 	ok, started, err := d.claim(ctx, rs, req.RequestID)
@@ -471,11 +474,11 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 	log := d.log.With("run", rs.id, "request", req.RequestID)
 	if u := rs.takeUnsent(req.RequestID); u != nil {
 		log.Info("publishing the result of a command that ran before the bus failed us")
-		return d.finishWith(ctx, rs, m.Event, req, u.facts, u.tf)
+		return d.finishWith(ctx, rs, ev, req, u.facts, u.tf)
 	}
 	token := fileToken(req.RequestID)
 	spool := filepath.Join(d.cfg.SpoolDir, rs.id)
-	finish := func(tf catalog.ToolFinished) error { return d.finish(ctx, rs, m.Event, req, tf) }
+	finish := func(tf catalog.ToolFinished) error { return d.finish(ctx, rs, ev, req, tf) }
 	failed := func(format string, args ...any) error {
 		msg := fmt.Sprintf(format, args...)
 		log.Warn("request not run", "reason", msg)
@@ -484,7 +487,7 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 
 	if started {
 		if _, elsewhere := d.startedElsewhere(rs, req.RequestID); elsewhere || d.mayHaveRun(rs.id, token) {
-			return d.reportInterrupted(ctx, rs, m.Event, req)
+			return d.reportInterrupted(ctx, rs, ev, req)
 		}
 		// Its start was stored, but no daemon of this spool went on to
 		// run it (the one that stored it died waiting for the store's
@@ -495,7 +498,7 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 		return failed("empty command")
 	}
 	if req.Tool == catalog.ToolEdit {
-		return d.handleEdit(ctx, rs, m.Event, req, token, spool)
+		return d.handleEdit(ctx, rs, ev, req, token, spool)
 	}
 	if req.Tool != "" && req.Tool != catalog.ToolShell {
 		return failed("unknown tool %q: only shell and edit exist", req.Tool)
@@ -552,7 +555,7 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 		box: b, user: user, command: req.Command, cwd: cwd, env: withEnv(req.Env, b.runEnv), timeout: timeout, token: token,
 		stdout: stdout, stderr: stderr, interrup: rs.interrupt, limit: overLimit,
 		started: func(execID string, at time.Time) error {
-			return d.recordStarted(ctx, rs, m.Event, req.RequestID, token, b, execID, at)
+			return d.recordStarted(ctx, rs, ev, req.RequestID, token, b, execID, at)
 		},
 	}
 	var res execResult
@@ -560,7 +563,7 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 		res = d.execute(ctx, er)
 	} else {
 		res = d.executeSession(ctx, sessionRequest{execRequest: er, shellState: req.ShellState,
-			opened: func(s *session, prev *sessionInfo) { d.sessionOpened(ctx, rs, m.Event, b, s, prev) }})
+			opened: func(s *session, prev *sessionInfo) { d.sessionOpened(ctx, rs, ev, b, s, prev) }})
 	}
 	limitReason := watch.reason()
 	_ = stdout.close()
@@ -615,7 +618,7 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 		// The previous state stays (cwd_after is the request's cwd, no
 		// exports); the run records that this command did not report one.
 		log.Warn("shell state not reported; the previous state stays", "reason", res.stateErr)
-		if ev, err := d.stateNotReported(rs, m.Event, b, req.RequestID, cwd, res); err == nil {
+		if ev, err := d.stateNotReported(rs, ev, b, req.RequestID, cwd, res); err == nil {
 			facts = append(facts, ev)
 		} else {
 			log.Warn("record that the shell state was not reported", "err", err)
@@ -623,7 +626,7 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 	}
 	log.Info("command finished", "exit", tf.ExitCode, "duration_ms", tf.DurationMS, "timed_out", tf.TimedOut,
 		"stdout_bytes", tf.Stdout.Bytes, "stderr_bytes", tf.Stderr.Bytes)
-	return d.finishWith(ctx, rs, m.Event, req, facts, tf)
+	return d.finishWith(ctx, rs, ev, req, facts, tf)
 }
 
 // finish publishes the request's result, with an id derived from the

@@ -298,21 +298,45 @@ func (d *Daemon) watchFence(ctx context.Context) {
 	t := time.NewTicker(max(d.placer.LeaseTTL()/20, 50*time.Millisecond))
 	defer t.Stop()
 	fenced := false
+	var since time.Time // when the placer first said fenced
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		switch now := d.placer.Fenced(); {
-		case now && !fenced:
+		now := d.placer.Fenced()
+		if !now {
+			since = time.Time{}
+			if fenced {
+				fenced = false
+				d.log.Info("placement: heartbeats stored again; serving the runs still leased to this daemon")
+			}
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		// With another daemon alive, it may take this one's runs LeaseTTL
+		// after the last heartbeat: stop now, at half of it. Alone, no
+		// daemon can take them before a full LeaseTTL of silence (one
+		// that starts now waits that long): stop then, so that a stall
+		// of a few seconds on a busy machine costs nothing.
+		if !fenced && (d.othersAlive() || time.Since(since) >= d.placer.LeaseTTL()/2) {
 			fenced = true
 			d.fence(ctx)
-		case !now && fenced:
-			fenced = false
-			d.log.Info("placement: heartbeats stored again; serving the runs still leased to this daemon")
 		}
 	}
+}
+
+// othersAlive reports whether this daemon sees another live daemon.
+func (d *Daemon) othersAlive() bool {
+	for _, info := range d.placer.Daemons() {
+		if info.ID != d.cfg.DaemonID && info.Alive {
+			return true
+		}
+	}
+	return false
 }
 
 // fence stops every command and container of this daemon: its runs may
