@@ -87,9 +87,11 @@ type runState struct {
 	boxMu sync.Mutex
 	boxes map[role]*box // guarded by boxMu
 
-	ctl       sync.Mutex // guards ended and interrupt, never held long
-	ended     bool
-	interrupt chan struct{}
+	ctl         sync.Mutex // guards ended, fenced and interrupt, never held long
+	ended       bool
+	fenced      bool // this daemon was fenced while it held the run: nothing more runs on this state
+	interrupted bool // interrupt is closed
+	interrupt   chan struct{}
 }
 
 // unsentResult is the outcome of a command that ran but whose events could
@@ -296,10 +298,31 @@ func (d *Daemon) load(ctx context.Context, rs *runState) error {
 func (rs *runState) markEnded() {
 	rs.ctl.Lock()
 	defer rs.ctl.Unlock()
-	if !rs.ended {
-		rs.ended = true
+	rs.ended = true
+	rs.closeInterruptLocked()
+}
+
+// markFenced interrupts the run's commands because this daemon is fenced
+// (placed.go): unlike an end, the run goes on (here once the fence
+// clears, with a new state, or on another daemon).
+func (rs *runState) markFenced() {
+	rs.ctl.Lock()
+	defer rs.ctl.Unlock()
+	rs.fenced = true
+	rs.closeInterruptLocked()
+}
+
+func (rs *runState) closeInterruptLocked() {
+	if !rs.interrupted {
+		rs.interrupted = true
 		close(rs.interrupt)
 	}
+}
+
+func (rs *runState) isFenced() bool {
+	rs.ctl.Lock()
+	defer rs.ctl.Unlock()
+	return rs.fenced
 }
 
 func (rs *runState) isEnded() bool {
@@ -470,6 +493,9 @@ func (d *Daemon) handleRequestEvent(ctx context.Context, ev bus.Event) error {
 		} else if !mine {
 			return nil
 		}
+	}
+	if rs.isFenced() {
+		return errFenced // this state was dropped by a fence: redelivered, it finds a new one
 	}
 	log := d.log.With("run", rs.id, "request", req.RequestID)
 	if u := rs.takeUnsent(req.RequestID); u != nil {

@@ -351,7 +351,7 @@ func (d *Daemon) fence(ctx context.Context) {
 	d.mu.Unlock()
 	d.log.Error("placement: fenced (no heartbeat stored for half the lease TTL): interrupting every command and removing this daemon's containers; its runs may move to another daemon", "runs", len(runs))
 	for _, rs := range runs {
-		rs.markEnded() // interrupts a command in flight
+		rs.markFenced() // interrupts a command in flight (reported interrupted, not run again)
 	}
 	for _, rs := range runs {
 		rs.boxMu.Lock()

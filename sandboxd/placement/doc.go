@@ -22,7 +22,7 @@
 // Every write is a compare-and-set on the key's revision, so of two
 // daemons racing for a run exactly one wins; the loser learns the owner.
 //
-// # Liveness and timings (LeaseTTL, default 10 s)
+// # Liveness and timings (LeaseTTL, default 20 s)
 //
 // A daemon is dead, in the eyes of another process, when that process has
 // observed no change of its daemons.<id> key for LeaseTTL, measured on its

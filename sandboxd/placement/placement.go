@@ -22,7 +22,7 @@ import (
 
 // DefaultLeaseTTL is how long a daemon's key may stay unchanged before the
 // other daemons take its runs over.
-const DefaultLeaseTTL = 10 * time.Second
+const DefaultLeaseTTL = 20 * time.Second
 
 // Key prefixes in the placement bucket.
 const (
