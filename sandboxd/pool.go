@@ -385,7 +385,9 @@ func (p *warmPool) remove(ctx context.Context, list []pooledBox) {
 }
 
 // reapStale removes the unclaimed pool containers an earlier process
-// with this daemon's id left (it was killed), and their directories.
+// with this daemon's id and spool left (it was killed), and the pool's
+// directories no container uses any more. A claimed one is its run's: it
+// and its shell-state directory stay.
 func (p *warmPool) reapStale(ctx context.Context) {
 	list, err := p.d.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelPool+"="+p.owner), filters.Arg("label", LabelPoolSpool+"="+p.d.cfg.SpoolDir))})
@@ -393,22 +395,31 @@ func (p *warmPool) reapStale(ctx context.Context) {
 		p.d.log.Warn("warm pool: list containers", "err", err)
 		return
 	}
+	inUse := map[string]bool{}
 	n := 0
 	for _, c := range list {
 		if !unclaimedPoolName(c.Names) {
-			continue // claimed: a run's, reaped with its run
+			for _, m := range c.Mounts {
+				inUse[m.Source] = true // a claimed one's: its run's
+			}
+			continue
 		}
 		if err := p.d.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
 			p.d.log.Warn("warm pool: reap container", "container", c.Names, "err", err)
+			for _, m := range c.Mounts {
+				inUse[m.Source] = true
+			}
 			continue
 		}
 		n++
 	}
 	dirs, _ := filepath.Glob(filepath.Join(p.d.cfg.WorkRoot, poolDirName, "*"))
-	for _, dir := range dirs {
-		_ = os.RemoveAll(dir)
+	states, _ := filepath.Glob(filepath.Join(p.d.cfg.SpoolDir, poolSpool, "*.state"))
+	for _, dir := range append(dirs, states...) {
+		if !inUse[dir] && !inUse[filepath.Join(dir, "work")] {
+			_ = os.RemoveAll(dir)
+		}
 	}
-	_ = os.RemoveAll(filepath.Join(p.d.cfg.SpoolDir, poolSpool))
 	if n > 0 {
 		p.d.log.Info("warm pool: reaped the containers an earlier sandboxd left", "count", n)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
 	"github.com/vera-run/vera/bus/catalog"
@@ -209,8 +210,28 @@ func TestWarmPoolReapsWhatAKilledDaemonLeft(t *testing.T) {
 	}
 	stale := mk(id, "vera.pool."+id+".deadbeef")
 	theirs := mk(other, "vera.pool."+other+".cafe")
+	// A pool container a run claimed before the kill (named after its
+	// run), with its shell-state directory: both stay.
+	claimedState := filepath.Join(spool, ".pool", "vera.pool."+id+".c1a1.state")
+	if err := os.MkdirAll(claimedState, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	claimedRun := f.run("claimed")
+	c, err := f.docker.ContainerCreate(ctx, &container.Config{Image: f.image, Cmd: []string{"sleep", "600"},
+		Labels: map[string]string{sandboxd.LabelManaged: "true", sandboxd.LabelPool: id, sandboxd.LabelPoolSpool: spool}},
+		&container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeBind, Source: claimedState, Target: "/.vera-sandbox/state"}}}, nil, nil, sandboxd.ContainerName(claimedRun, "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}) })
 	f.start()
 	waitPool(t, f, 1)
+	if _, err := f.docker.ContainerInspect(ctx, c.ID); err != nil {
+		t.Errorf("a claimed pool container was reaped: %v", err)
+	}
+	if _, err := os.Stat(claimedState); err != nil {
+		t.Errorf("a claimed pool container's shell-state directory was removed: %v", err)
+	}
 	if _, err := f.docker.ContainerInspect(ctx, stale); !client.IsErrNotFound(err) {
 		t.Errorf("the stale pool container of this daemon's id was not reaped (err %v)", err)
 	}
