@@ -227,6 +227,7 @@ func veraDataDir(t *testing.T) string {
 	t.Helper()
 	d := t.TempDir()
 	t.Setenv("VERA_DATA_DIR", d)
+	removeLeftoverPools(t, filepath.Dir(d))
 	return d
 }
 
