@@ -137,6 +137,16 @@ func (d *Daemon) watchDisk(ctx context.Context, rs *runState, b *box, root bool,
 		tick := time.NewTicker(diskPoll)
 		defer tick.Stop()
 		lastLayer := time.Now()
+		// What /work held as the command began: a command that finds it
+		// over the limit already (the previous one was killed there) is
+		// killed only if it adds to it, so that removing files, the way
+		// out the error names, always works.
+		base := int64(-1)
+		if work != "" {
+			if used, err := usedBytes(work); err == nil {
+				base = used
+			}
+		}
 		for {
 			select {
 			case <-wctx.Done():
@@ -144,7 +154,7 @@ func (d *Daemon) watchDisk(ctx context.Context, rs *runState, b *box, root bool,
 			case <-tick.C:
 			}
 			if work != "" {
-				if used, err := usedBytes(work); err == nil && used > workLim {
+				if used, err := usedBytes(work); err == nil && used > workLim && used > base {
 					reason = fmt.Sprintf("disk limit: /work holds %s, more than its limit of %s; the command was killed. Remove files to free space (du -sh /work/* shows what takes it).", mib(used), mib(workLim))
 					kill(reason)
 					return

@@ -24,6 +24,11 @@ func TestDiskLimits(t *testing.T) {
 		t.Fatalf("/work past its limit: %s", summarize(tf))
 	}
 	t.Logf("/work limit hit after %s: %s", time.Since(start).Round(time.Millisecond), tf.Error)
+	// /work is over its limit now: a command that does not add to it (a
+	// slow one included, past the watchdog's polls) runs to its end.
+	if tf := f.exec(run, req{cmd: "sleep 1.5; du -sm /work/big | cut -f1"}); tf.ExitCode != 0 || tf.Error != "" {
+		t.Fatalf("a command that adds nothing to a full /work was killed: %s", summarize(tf))
+	}
 	for _, dir := range []string{"/tmp", "/var/tmp"} {
 		tf = f.exec(run, req{cmd: "head -c 100000000 /dev/zero > " + dir + "/fill"})
 		if tf.ExitCode == 0 || !strings.Contains(tf.Stderr.Head, "No space left on device") || !strings.Contains(tf.Error, "scratch space") {
