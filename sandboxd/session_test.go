@@ -341,10 +341,12 @@ done; true`
 		}
 		before, shell, after := m["sleep 990"], m["sleep 991"], m["sleep 992"]
 		if before.start != shell.start || after.start != shell.start {
-			// Three forks in one 10 ms tick is a matter of luck on a busy
-			// machine or a slow storage driver: try many times.
-			if attempt == 150 {
-				t.Fatalf("in 150 attempts the three processes never started in one tick: %+v", m)
+			// Three forks in one 10 ms tick is a matter of luck: on a
+			// busy 2-core VM (forks of several ms each) it may never
+			// come. Then the rule cannot be exercised here, and the test
+			// says so instead of passing.
+			if attempt == 100 {
+				t.Skipf("NOT EXERCISED: in 100 attempts this machine never started three processes in one 10 ms tick (last %+v); the same-tick rule is not tested here", m)
 			}
 			continue
 		}
