@@ -205,6 +205,3 @@ func (c *Config) SetDefaults() error {
 }
 
 var daemonIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// poolOwner is the daemon id written on its pool containers.
-func (c *Config) poolOwner() string { return c.DaemonID }

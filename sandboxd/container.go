@@ -204,6 +204,22 @@ func (d *Daemon) running(ctx context.Context, b *box) bool {
 	return err == nil && info.State != nil && info.State.Running
 }
 
+// imageAndNetwork are the image and Docker network of the run's
+// containers: the run's image (admitted: Image or an allowed one) or the
+// daemon's, and no network when the run asks for none.
+func (d *Daemon) imageAndNetwork(rs *runState) (image, network string) {
+	image, network = d.cfg.Image, d.cfg.Network
+	if c := rs.cfg; c != nil {
+		if c.Sandbox.Image != "" {
+			image = c.Sandbox.Image
+		}
+		if !c.Sandbox.Network {
+			network = "none"
+		}
+	}
+	return image, network
+}
+
 // newBox makes the run's container for a role: a warm pool container when
 // one fits (its shell prepared already: bash and sh are set), else a new
 // one (bash and sh empty: the caller prepares its shell).
@@ -231,17 +247,8 @@ func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name strin
 	if err := d.prepareWorkDir(work); err != nil {
 		return container.InspectResponse{}, err
 	}
-	img := d.cfg.Image
+	img, network := d.imageAndNetwork(rs)
 	lab := d.labFor(rs)
-	network := d.cfg.Network
-	if c := rs.cfg; c != nil {
-		if c.Sandbox.Image != "" {
-			img = c.Sandbox.Image // admitted: Image or an allowed one
-		}
-		if !c.Sandbox.Network {
-			network = "none"
-		}
-	}
 	if err := d.checkImage(ctx, img); err != nil {
 		return container.InspectResponse{}, err
 	}

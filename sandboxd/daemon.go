@@ -124,7 +124,7 @@ func New(b *bus.Bus, docker *client.Client, cfg Config) (*Daemon, error) {
 		createSem: make(chan struct{}, cfg.CreateConcurrency), imagesSeen: map[string]time.Time{}, bootstraps: map[string]chan struct{}{},
 	}
 	if cfg.WarmPool > 0 {
-		d.pool = newWarmPool(d, cfg.WarmPool, cfg.poolOwner())
+		d.pool = newWarmPool(d, cfg.WarmPool)
 	}
 	return d, nil
 }

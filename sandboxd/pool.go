@@ -91,9 +91,8 @@ type pooledBox struct {
 
 // warmPool keeps up to size ready containers per sandbox configuration.
 type warmPool struct {
-	d     *Daemon
-	size  int
-	owner string // the daemon id in LabelPool
+	d    *Daemon
+	size int
 
 	mu      sync.Mutex
 	ready   map[poolKey][]pooledBox
@@ -110,8 +109,8 @@ type warmPool struct {
 	fillSem chan struct{}
 }
 
-func newWarmPool(d *Daemon, size int, owner string) *warmPool {
-	return &warmPool{d: d, size: size, owner: owner, ready: map[poolKey][]pooledBox{}, filling: map[poolKey]int{}, wake: make(chan struct{}, 1),
+func newWarmPool(d *Daemon, size int) *warmPool {
+	return &warmPool{d: d, size: size, ready: map[poolKey][]pooledBox{}, filling: map[poolKey]int{}, wake: make(chan struct{}, 1),
 		fillSem: make(chan struct{}, 1)}
 }
 
@@ -126,16 +125,8 @@ func (d *Daemon) poolKeyOf(rs *runState, input string) (poolKey, bool) {
 	if input != "" || d.labFor(rs) {
 		return poolKey{}, false
 	}
-	k := poolKey{image: d.cfg.Image, network: d.cfg.Network, scratch: d.scratchLimit(rs)}
-	if c := rs.cfg; c != nil {
-		if c.Sandbox.Image != "" {
-			k.image = c.Sandbox.Image
-		}
-		if !c.Sandbox.Network {
-			k.network = "none"
-		}
-	}
-	return k, true
+	img, network := d.imageAndNetwork(rs)
+	return poolKey{image: img, network: network, scratch: d.scratchLimit(rs)}, true
 }
 
 // run fills the pool until ctx ends, then removes the containers it holds.
@@ -239,7 +230,7 @@ func (p *warmPool) wanted(k poolKey) bool {
 func (p *warmPool) make(ctx context.Context, k poolKey) (pooledBox, error) {
 	d := p.d
 	token := randomToken()
-	pb := pooledBox{key: k, name: poolNamePrefix + p.owner + "." + token}
+	pb := pooledBox{key: k, name: poolNamePrefix + p.d.cfg.DaemonID + "." + token}
 	pb.dir = filepath.Join(d.cfg.WorkRoot, poolDirName, token)
 	pb.work = filepath.Join(pb.dir, "work")
 	if err := d.prepareWorkDir(pb.work); err != nil {
@@ -259,7 +250,7 @@ func (p *warmPool) make(ctx context.Context, k poolKey) (pooledBox, error) {
 		user: d.cfg.User, memory: d.cfg.Memory, pids: d.cfg.PidsLimit, cpus: d.cfg.CPUs, scratch: k.scratch,
 	})
 	delete(cfg.Labels, LabelRun)
-	cfg.Labels[LabelPool] = p.owner
+	cfg.Labels[LabelPool] = p.d.cfg.DaemonID
 	cfg.Labels[LabelPoolKey] = k.String()
 	cfg.Labels[LabelPoolSpool] = d.cfg.SpoolDir
 	cfg.Env = withoutVar(cfg.Env, "VERA_RUN_ID")
@@ -390,7 +381,7 @@ func (p *warmPool) remove(ctx context.Context, list []pooledBox) {
 // and its shell-state directory stay.
 func (p *warmPool) reapStale(ctx context.Context) {
 	list, err := p.d.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelPool+"="+p.owner), filters.Arg("label", LabelPoolSpool+"="+p.d.cfg.SpoolDir))})
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelPool+"="+p.d.cfg.DaemonID), filters.Arg("label", LabelPoolSpool+"="+p.d.cfg.SpoolDir))})
 	if err != nil {
 		p.d.log.Warn("warm pool: list containers", "err", err)
 		return
