@@ -236,7 +236,10 @@ func TestForkPrefixDoesNotReproduce(t *testing.T) {
 	}
 	removed := 0
 	for _, c := range list {
-		if _, on := c.NetworkSettings.Networks[netName]; on && slices.ContainsFunc(c.Names, func(n string) bool { return strings.Contains(n, "-web-") }) {
+		// The test's own web server, not the original run's sandbox
+		// container (named vera-fork-web-orig, on the same network), which
+		// sandboxd removes on its own after the run ends.
+		if _, on := c.NetworkSettings.Networks[netName]; on && c.Labels["vera.test"] == "true" && slices.ContainsFunc(c.Names, func(n string) bool { return strings.Contains(n, "-web-") }) {
 			if err := docker.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}); err != nil {
 				t.Fatal(err)
 			}
