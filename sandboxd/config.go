@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/vera-run/vera/bus"
@@ -174,6 +175,9 @@ func (c *Config) SetDefaults() error {
 	}
 	if !daemonIDRE.MatchString(c.DaemonID) {
 		return fmt.Errorf("sandboxd: daemon id %q: use 1-64 characters a-z, A-Z, 0-9, _ or -", c.DaemonID)
+	}
+	if c.DaemonID == "control" || strings.HasPrefix(c.DaemonID, "control-") {
+		return fmt.Errorf("sandboxd: daemon id %q: its consumer would be named %s, the name of another daemon's control consumer; choose an id that does not start with \"control\"", c.DaemonID, DaemonDurables(c.DaemonID)[0])
 	}
 	c.Logger = component.Logger(c.Logger, catalog.ComponentSandboxd)
 	if c.Clock == nil {

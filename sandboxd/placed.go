@@ -52,20 +52,22 @@ const LabelDaemon = "vera.daemon"
 // by it and run by the new owner.
 var errFenced = errors.New("sandboxd is fenced (it could not reach the placement bucket for half the lease time); the request waits")
 
-// requestsDurable and controlDurable are the daemon's consumers.
-func (c *Config) requestsDurable() string {
-	if c.DaemonID == DefaultDaemonID {
-		return ConsumerRequests
+// DaemonDurables names the durable consumers of the daemon with id:
+// requests first, control second. The default daemon keeps the names of a
+// single daemon (sandboxd, sandboxd-control); daemon X has sandboxd-X and
+// sandboxd-control-X. bus/auth protects them by these names
+// (auth.SandboxDaemonDurables) when X has an identity of its own.
+func DaemonDurables(id string) []string {
+	if id == "" || id == DefaultDaemonID {
+		return []string{ConsumerRequests, ConsumerControl}
 	}
-	return ConsumerRequests + "-" + c.DaemonID
+	return []string{ConsumerRequests + "-" + id, ConsumerControl + "-" + id}
 }
 
-func (c *Config) controlDurable() string {
-	if c.DaemonID == DefaultDaemonID {
-		return ConsumerControl
-	}
-	return ConsumerControl + "-" + c.DaemonID
-}
+// requestsDurable and controlDurable are the daemon's consumers.
+func (c *Config) requestsDurable() string { return DaemonDurables(c.DaemonID)[0] }
+
+func (c *Config) controlDurable() string { return DaemonDurables(c.DaemonID)[1] }
 
 // startPlacement registers the daemon in the placement bucket (waiting,
 // when another live instance has its id, until that one is silent) and

@@ -27,7 +27,14 @@
 //   - ext: reader plus publish on vera.run.*.ext.> (an outside tool's own
 //     events);
 //   - identities issued later for a user's own tool (Store.Issue), with
-//     the reader or ext role.
+//     the reader or ext role;
+//   - identities issued for a sandbox daemon started with --id NAME
+//     (role sandboxd, named NAME): sandboxd's permissions, with its own
+//     durable consumers (sandboxd-NAME, sandboxd-control-NAME) kept from
+//     every other identity. A daemon id without an identity of its own
+//     runs as the shared sandboxd identity, and its consumers are not
+//     protected: a subject permission cannot deny a prefix of a token,
+//     so only named consumers can be denied.
 package auth
 
 import (
@@ -50,6 +57,7 @@ const (
 	RoleAdmin     Role = "admin"     // everything
 	RoleReader    Role = "reader"    // read only
 	RoleExt       Role = "ext"       // read, and publish vera.run.*.ext.>
+	RoleSandboxd  Role = "sandboxd"  // a sandbox daemon with an id of its own: sandboxd's types, its own consumers
 )
 
 // Names of the identities that are not components.
@@ -100,6 +108,30 @@ func ValidateIssuedName(name string) error {
 	return nil
 }
 
+// ValidateIssued checks an identity to be issued: its name
+// (ValidateIssuedName) and role (reader, ext or sandboxd). A sandbox
+// daemon's identity is named after its daemon id, which may not be
+// "local" (the default daemon, which runs as sandboxd) nor start with
+// "control" (its consumers would be named like another daemon's).
+func ValidateIssued(name string, role Role) error {
+	if err := ValidateIssuedName(name); err != nil {
+		return err
+	}
+	switch role {
+	case RoleReader, RoleExt:
+		return nil
+	case RoleSandboxd:
+		if name == "local" {
+			return fmt.Errorf("sandbox daemon %q is the default daemon, which runs as the sandboxd identity; issue one for a daemon started with another --id", name)
+		}
+		if name == "control" || strings.HasPrefix(name, "control-") {
+			return fmt.Errorf("sandbox daemon id %q: its consumer would be named sandboxd-%s, like another daemon's control consumer; choose an id that does not start with \"control\"", name, name)
+		}
+		return nil
+	}
+	return fmt.Errorf("an issued identity is %q, %q or %q, not %q", RoleReader, RoleExt, RoleSandboxd, role)
+}
+
 // ComponentDurables names the durable consumers each component owns. Only
 // its owner (and admin) may create, read from, acknowledge on or delete
 // one of them: another identity that pulled from the agent's consumer
@@ -112,6 +144,29 @@ var ComponentDurables = map[string][]string{
 	catalog.ComponentDeepVerify: {"verifier-deepverify"},
 	catalog.ComponentVerifyFast: {"verifier-verifyfast"},
 	catalog.ComponentProjector:  {"projector-files", "projector-otel"},
+}
+
+// SandboxDaemonDurables names the durable consumers of the sandbox daemon
+// started with --id id (as sandboxd.DaemonDurables names them; a test in
+// cmd/vera checks the two agree). An identity with RoleSandboxd named id
+// owns them; every other identity is denied them.
+func SandboxDaemonDurables(id string) []string {
+	return []string{"sandboxd-" + id, "sandboxd-control-" + id}
+}
+
+// protectedDurables are the durables of the components and of the sandbox
+// daemons among ids that have an identity of their own, by owner.
+func protectedDurables(ids []Identity) map[string][]string {
+	out := make(map[string][]string, len(ComponentDurables))
+	for c, ds := range ComponentDurables {
+		out[c] = ds
+	}
+	for _, id := range ids {
+		if id.Role == RoleSandboxd {
+			out[id.Name] = SandboxDaemonDurables(id.Name)
+		}
+	}
+	return out
 }
 
 // LivePublish names the live subjects (internal/live) each component may
@@ -143,46 +198,37 @@ type Permissions struct {
 	SubscribeAllow, SubscribeDeny []string
 }
 
-// PermissionsOf returns what id may do.
-func PermissionsOf(id Identity) (*Permissions, error) {
+// PermissionsOf returns what id may do on a bus whose identities are all
+// (the sandbox daemons with identities of their own among them have
+// consumers that id is denied).
+func PermissionsOf(id Identity, all []Identity) (*Permissions, error) {
 	p := &Permissions{}
+	protected := protectedDurables(all)
 	switch id.Role {
 	case RoleAdmin:
 		return nil, nil
 	case RoleReader:
-		readPermissions(p, "")
+		readPermissions(p, "", protected)
 	case RoleExt:
-		readPermissions(p, "")
+		readPermissions(p, "", protected)
 		p.PublishAllow = append(p.PublishAllow, bus.SubjectRoot+".*.ext.>")
 	case RoleComponent:
-		readPermissions(p, id.Name)
-		for _, typ := range catalog.ProducedBy(id.Name) {
-			subj, err := bus.FilterSubject("*", typ)
-			if err != nil {
-				return nil, fmt.Errorf("permissions of %s: %w", id.Name, err)
-			}
-			p.PublishAllow = append(p.PublishAllow, subj)
+		readPermissions(p, id.Name, protected)
+		if err := componentPublish(p, id.Name, ComponentDurables[id.Name]); err != nil {
+			return nil, err
 		}
-		// Dead letters of its own consumers (vera.dlq.<consumer>.<run>).
-		for _, d := range ComponentDurables[id.Name] {
-			p.PublishAllow = append(p.PublishAllow, bus.DeadLetterSubject+"."+d+".*")
-		}
-		// Live pieces of the model replies it streams (core NATS,
-		// stored nowhere; see internal/live).
-		p.PublishAllow = append(p.PublishAllow, LivePublish[id.Name]...)
-		// Blobs: big model I/O and tool output (bus.PutBlob), and the
-		// purge of a half-written blob's chunks.
-		p.PublishAllow = append(p.PublishAllow,
-			"$O."+bus.BlobBucket+".>",
-			"$JS.API.STREAM.PURGE.OBJ_"+bus.BlobBucket,
-		)
-		if slices.Contains(PlacementWriters, id.Name) {
-			p.PublishAllow = append(p.PublishAllow, "$KV."+bus.PlacementBucket+".>")
-			// Each sandbox daemon started with an id has durables of its
-			// own (sandboxd-<id>, sandboxd-control-<id>), and their dead
-			// letters: a subject permission cannot name a prefix of a
-			// token, so the sandbox daemons may write every consumer's.
+		if id.Name == catalog.ComponentSandboxd {
+			// A sandbox daemon started with an id but no identity of its
+			// own runs as sandboxd, with durables sandboxd-<id> and
+			// sandboxd-control-<id>, and their dead letters: a subject
+			// permission cannot name a prefix of a token, so this
+			// identity may write every consumer's.
 			p.PublishAllow = append(p.PublishAllow, bus.DeadLetterSubject+".*.*")
+		}
+	case RoleSandboxd:
+		readPermissions(p, id.Name, protected)
+		if err := componentPublish(p, catalog.ComponentSandboxd, SandboxDaemonDurables(id.Name)); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("identity %q has unknown role %q", id.Name, id.Role)
@@ -190,11 +236,41 @@ func PermissionsOf(id Identity) (*Permissions, error) {
 	return p, nil
 }
 
+// componentPublish adds what component publishes: the catalogue types it
+// produces, the dead letters of its durables, its live subjects, blobs,
+// and the placement bucket when it writes it.
+func componentPublish(p *Permissions, component string, durables []string) error {
+	for _, typ := range catalog.ProducedBy(component) {
+		subj, err := bus.FilterSubject("*", typ)
+		if err != nil {
+			return fmt.Errorf("permissions of %s: %w", component, err)
+		}
+		p.PublishAllow = append(p.PublishAllow, subj)
+	}
+	// Dead letters of its own consumers (vera.dlq.<consumer>.<run>).
+	for _, d := range durables {
+		p.PublishAllow = append(p.PublishAllow, bus.DeadLetterSubject+"."+d+".*")
+	}
+	// Live pieces of the model replies it streams (core NATS,
+	// stored nowhere; see internal/live).
+	p.PublishAllow = append(p.PublishAllow, LivePublish[component]...)
+	// Blobs: big model I/O and tool output (bus.PutBlob), and the
+	// purge of a half-written blob's chunks.
+	p.PublishAllow = append(p.PublishAllow,
+		"$O."+bus.BlobBucket+".>",
+		"$JS.API.STREAM.PURGE.OBJ_"+bus.BlobBucket,
+	)
+	if slices.Contains(PlacementWriters, component) {
+		p.PublishAllow = append(p.PublishAllow, "$KV."+bus.PlacementBucket+".>")
+	}
+	return nil
+}
+
 // readPermissions fills what every non-admin identity may do: read the
 // streams through consumers and message gets, and nothing to another
-// identity's durable consumers. owner is the component whose durables
-// these permissions may use ("" for none).
-func readPermissions(p *Permissions, owner string) {
+// identity's durable consumers. protected are the durables by owner;
+// owner's own ("" for none) are left to it.
+func readPermissions(p *Permissions, owner string, protected map[string][]string) {
 	p.SubscribeAllow = append(p.SubscribeAllow,
 		"vera.>",   // core NATS: watch events as they are stored
 		"_INBOX.>", // replies: JetStream API answers, pulled messages, publish acks
@@ -221,11 +297,11 @@ func readPermissions(p *Permissions, owner string) {
 			"$JS.FC."+s+".>", // flow control replies of push consumers (nats stream view)
 		)
 	}
-	for _, c := range slices.Sorted(mapKeys(ComponentDurables)) {
+	for _, c := range slices.Sorted(mapKeys(protected)) {
 		if c == owner {
 			continue
 		}
-		for _, d := range ComponentDurables[c] {
+		for _, d := range protected[c] {
 			p.PublishDeny = append(p.PublishDeny, durableSubjects(bus.StreamName, d)...)
 		}
 	}
@@ -266,16 +342,22 @@ func Describe(id Identity) string {
 		return "read only"
 	case RoleExt:
 		return "read; publish vera.run.*.ext.>"
+	case RoleSandboxd:
+		return "sandbox daemon --id " + id.Name + ": " + describeComponent(catalog.ComponentSandboxd) + "; its own consumers " + strings.Join(SandboxDaemonDurables(id.Name), ", ")
 	}
-	types := catalog.ProducedBy(id.Name)
+	return describeComponent(id.Name)
+}
+
+func describeComponent(name string) string {
+	types := catalog.ProducedBy(name)
 	if len(types) == 0 {
 		return "read; publishes no event type"
 	}
 	out := "read; publish " + strings.Join(types, ", ")
-	if live := LivePublish[id.Name]; len(live) > 0 {
+	if live := LivePublish[name]; len(live) > 0 {
 		out += "; live " + strings.Join(live, ", ")
 	}
-	if slices.Contains(PlacementWriters, id.Name) {
+	if slices.Contains(PlacementWriters, name) {
 		out += "; write the placement bucket " + bus.PlacementBucket
 	}
 	return out

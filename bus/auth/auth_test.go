@@ -644,3 +644,118 @@ func TestComponentWithoutPlacementBucketSaysHowToCreateIt(t *testing.T) {
 		t.Fatalf("opening a missing bucket: %v, want ErrBucketNotFound naming `vera up`", err)
 	}
 }
+
+// TestSandboxDaemonIdentityOwnsItsConsumers: a sandbox daemon started
+// with --id dock2 and the identity issued for it (role sandboxd) has
+// sandboxd's permissions and its own consumers, which every other
+// identity — a reader, the agent, the shared sandboxd identity — may not
+// create, pull from or delete; it may not touch theirs either.
+func TestSandboxDaemonIdentityOwnsItsConsumers(t *testing.T) {
+	s, store, admin := bustest.NewSecure(t)
+	ctx := ctxT(t, 2*time.Minute)
+	if _, _, err := store.Issue("local", auth.RoleSandboxd); err == nil {
+		t.Error("issued an identity for the default daemon local")
+	}
+	if _, _, err := store.Issue("control-x", auth.RoleSandboxd); err == nil {
+		t.Error("issued a daemon identity whose consumer would be named like daemon x's control consumer")
+	}
+	id, _, err := store.Issue("dock2", auth.RoleSandboxd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := auth.Describe(id); !strings.Contains(d, "sandboxd-dock2") || !strings.Contains(d, catalog.TypeToolFinished) {
+		t.Errorf("Describe(dock2) = %q", d)
+	}
+	reload(t, s, store)
+	dock2 := bustest.ConnectAs(t, s.ClientURL(), store, "dock2", bus.Options{Source: catalog.ComponentSandboxd, PublishBudget: time.Second, PublishTimeout: 3 * time.Second})
+	if _, err := admin.Publish(ctx, exampleEvent(t, admin, "r1", catalog.TypeToolRequested)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Its own consumers: create, pull, acknowledge.
+	for _, d := range auth.SandboxDaemonDurables("dock2") {
+		c, err := dock2.JetStream().CreateOrUpdateConsumer(ctx, bus.StreamName, jetstream.ConsumerConfig{Durable: d, AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatalf("dock2 creates its consumer %s: %v", d, err)
+		}
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(3*time.Second))
+		if err != nil {
+			t.Fatalf("dock2 pulls from %s: %v", d, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatalf("dock2 acknowledges on %s: %v", d, err)
+			}
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("dock2 pulled %d messages from %s, want 1 (%v)", n, d, batch.Error())
+		}
+	}
+	// What it publishes: sandboxd's types, its own dead letters.
+	if _, err := dock2.Publish(ctx, exampleEvent(t, dock2, "r1", catalog.TypeToolStarted)); err != nil {
+		t.Errorf("dock2 publishing tool.started: %v", err)
+	}
+	if _, err := dock2.Publish(ctx, exampleEvent(t, dock2, "r1", catalog.TypeToolRequested)); !errors.Is(err, bus.ErrPermissionDenied) {
+		t.Errorf("dock2 publishing tool.requested: %v, want ErrPermissionDenied", err)
+	}
+	if _, err := dock2.PublishRaw(ctx, bus.DeadLetterSubject+".sandboxd-dock2.r1", "01JDLQ00000000000000000001", []byte(`{}`)); err != nil {
+		t.Errorf("dock2 writing its own dead letter: %v", err)
+	}
+	if _, err := dock2.PublishRaw(ctx, bus.DeadLetterSubject+".agent.r1", "01JDLQ00000000000000000002", []byte(`{}`)); !errors.Is(err, bus.ErrPermissionDenied) {
+		t.Errorf("dock2 writing the agent's dead letter: %v, want ErrPermissionDenied", err)
+	}
+	// Nor may it touch another component's consumer or the default daemon's.
+	if _, err := admin.JetStream().CreateOrUpdateConsumer(ctx, bus.StreamName, jetstream.ConsumerConfig{Durable: "sandboxd", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"sandboxd", "agent"} {
+		if res, err := dock2.Conn().Request("$JS.API.CONSUMER.MSG.NEXT.VERA."+d, []byte(`{"batch":1,"no_wait":true}`), time.Second); err == nil {
+			t.Errorf("dock2 pulled from %s: %s", d, res.Data)
+		}
+	}
+
+	// Everyone else is kept from dock2's consumers.
+	for _, name := range []string{auth.Reader, auth.Ext, catalog.ComponentAgent, catalog.ComponentSandboxd} {
+		b := bustest.ConnectAs(t, s.ClientURL(), store, name, bus.Options{ReadOnly: true})
+		for _, d := range auth.SandboxDaemonDurables("dock2") {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if _, err := b.JetStream().CreateOrUpdateConsumer(cctx, bus.StreamName, jetstream.ConsumerConfig{Durable: d, AckPolicy: jetstream.AckExplicitPolicy}); err == nil {
+				t.Errorf("%s created or updated %s", name, d)
+			}
+			if res, err := b.Conn().Request("$JS.API.CONSUMER.MSG.NEXT.VERA."+d, []byte(`{"batch":1,"no_wait":true}`), time.Second); err == nil {
+				t.Errorf("%s pulled from %s: %s", name, d, res.Data)
+			}
+			if err := b.JetStream().DeleteConsumer(cctx, bus.StreamName, d); err == nil {
+				t.Errorf("%s deleted %s", name, d)
+			}
+			cancel()
+		}
+		// Another daemon id, with no identity of its own, is not protected:
+		// the reason to issue one.
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if _, err := b.JetStream().CreateOrUpdateConsumer(cctx, bus.StreamName, jetstream.ConsumerConfig{Durable: "sandboxd-unissued-" + strings.ReplaceAll(name, ".", "-"), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Errorf("%s creating the consumer of a daemon without an identity: %v (it is not protected, so it should work)", name, err)
+		}
+		cancel()
+	}
+	for _, d := range auth.SandboxDaemonDurables("dock2") {
+		c, err := admin.JetStream().Consumer(ctx, bus.StreamName, d)
+		if err != nil {
+			t.Fatalf("dock2's consumer %s is gone: %v", d, err)
+		}
+		if got := c.CachedInfo().Delivered.Consumer; got != 1 {
+			t.Errorf("%s delivered %d messages, want the 1 dock2 pulled", d, got)
+		}
+	}
+
+	// Revoked, its consumers are protected no more (and it cannot connect).
+	if err := store.Revoke("dock2"); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, s, store)
+	if _, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), CredsFile: store.Path("dock2"), ReadOnly: true, Logger: bustest.Logger(t)}); err == nil {
+		t.Error("the revoked dock2 connected")
+	}
+}

@@ -16,7 +16,7 @@ func NkeyUsers(ids []Identity) ([]*server.NkeyUser, error) {
 		if id.PublicKey == "" {
 			return nil, fmt.Errorf("identity %s has no public key", id.Name)
 		}
-		p, err := PermissionsOf(id)
+		p, err := PermissionsOf(id, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +45,7 @@ func Config(ids []Identity) (string, error) {
 	b.WriteString("# creds directory beside this file. Regenerate, do not edit.\n")
 	b.WriteString("authorization {\n  users = [\n")
 	for _, id := range ids {
-		p, err := PermissionsOf(id)
+		p, err := PermissionsOf(id, ids)
 		if err != nil {
 			return "", err
 		}

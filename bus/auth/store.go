@@ -88,15 +88,13 @@ func (s Store) Identities() ([]Identity, error) {
 	return append(out, issued...), nil
 }
 
-// Issue makes a new identity for an outside tool with role RoleReader or
-// RoleExt, and returns it with the path of its seed file. A running
-// embedded server picks it up on its next reload (see embedded.Server).
+// Issue makes a new identity for an outside tool (role RoleReader or
+// RoleExt) or for a sandbox daemon started with --id name (RoleSandboxd),
+// and returns it with the path of its seed file. A running embedded
+// server picks it up on its next reload (see embedded.Server).
 func (s Store) Issue(name string, role Role) (Identity, string, error) {
-	if err := ValidateIssuedName(name); err != nil {
+	if err := ValidateIssued(name, role); err != nil {
 		return Identity{}, "", err
-	}
-	if role != RoleReader && role != RoleExt {
-		return Identity{}, "", fmt.Errorf("an issued identity is %q or %q, not %q", RoleReader, RoleExt, role)
 	}
 	if err := s.ensureDir(); err != nil {
 		return Identity{}, "", err
@@ -234,11 +232,8 @@ func (s Store) issued() ([]Identity, error) {
 		return nil, fmt.Errorf("issued identities %s: %w", filepath.Join(s.Dir, issuedFile), err)
 	}
 	for _, id := range doc.Identities {
-		if err := ValidateIssuedName(id.Name); err != nil {
+		if err := ValidateIssued(id.Name, id.Role); err != nil {
 			return nil, fmt.Errorf("issued identities: %w", err)
-		}
-		if id.Role != RoleReader && id.Role != RoleExt {
-			return nil, fmt.Errorf("issued identity %s: role %q", id.Name, id.Role)
 		}
 		if !nkeys.IsValidPublicUserKey(id.PublicKey) {
 			return nil, fmt.Errorf("issued identity %s: bad public key", id.Name)
@@ -248,7 +243,7 @@ func (s Store) issued() ([]Identity, error) {
 }
 
 func (s Store) writeIssued(ids []Identity) error {
-	b, err := json.MarshalIndent(issuedDoc{Comment: issuedHeader + ": issued for outside tools by `vera auth issue`", Identities: ids}, "", "  ")
+	b, err := json.MarshalIndent(issuedDoc{Comment: issuedHeader + ": issued for outside tools and sandbox daemons by `vera auth issue`", Identities: ids}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -190,30 +190,43 @@ config (see nats.conf and docs/deploy.md).`,
 	var role string
 	issueCmd := &cobra.Command{
 		Use:   "issue NAME",
-		Short: "Issue an identity for your own tool: read-only (--role reader) or read plus vera.run.*.ext.> (--role ext)",
-		Long: `Issue a new identity for an outside tool. Its seed is written to
-DATA_DIR/creds/NAME.nk (mode 0600); hand that file to the tool (nats --nkey
-FILE, or nats.go's nats.NkeyOptionFromSeed). A running 'vera up' on this data
+		Short: "Issue an identity for your own tool (--role reader or ext) or for a sandbox daemon (--role sandboxd)",
+		Long: `Issue a new identity for an outside tool, or for a sandbox daemon. Its
+seed is written to DATA_DIR/creds/NAME.nk (mode 0600); hand that file to the
+tool (nats --nkey FILE, or nats.go's nats.NkeyOptionFromSeed) or the daemon
+(vera sandboxd --id NAME --nats-creds FILE). A running 'vera up' on this data
 dir takes it within a second; an outside server takes it when its config is
-reloaded (the authorization block is rewritten).`,
+reloaded (the authorization block is rewritten).
+
+Roles:
+  reader    read only
+  ext       read, and publish the tool's own events on vera.run.*.ext.>
+  sandboxd  a sandbox daemon started with --id NAME: what sandboxd may do,
+            and its consumers (sandboxd-NAME, sandboxd-control-NAME) kept
+            from every other identity`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r := auth.Role(role)
-			if r != auth.RoleReader && r != auth.RoleExt {
-				return usageError{fmt.Errorf("--role %q: want reader or ext", role)}
+			if r != auth.RoleReader && r != auth.RoleExt && r != auth.RoleSandboxd {
+				return usageError{fmt.Errorf("--role %q: want reader, ext or sandboxd", role)}
 			}
-			if err := auth.ValidateIssuedName(args[0]); err != nil {
+			if err := auth.ValidateIssued(args[0], r); err != nil {
 				return usageError{err}
 			}
 			id, path, err := store().Issue(args[0], r)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "issued %s (%s: %s)\n  seed: %s\n  try:  nats --nkey %s sub 'vera.run.>'\n", id.Name, id.Role, auth.Describe(id), path, path)
+			fmt.Fprintf(g.stdout, "issued %s (%s: %s)\n  seed: %s\n", id.Name, id.Role, auth.Describe(id), path)
+			if r == auth.RoleSandboxd {
+				fmt.Fprintf(g.stdout, "  use:  vera sandboxd --id %s --nats-creds %s ...   (copy the seed to the daemon's host; on this one --data-dir finds it)\n", id.Name, path)
+			} else {
+				fmt.Fprintf(g.stdout, "  try:  nats --nkey %s sub 'vera.run.>'\n", path)
+			}
 			return nil
 		},
 	}
-	issueCmd.Flags().StringVar(&role, "role", string(auth.RoleReader), "reader (read only) or ext (read, publish vera.run.*.ext.>)")
+	issueCmd.Flags().StringVar(&role, "role", string(auth.RoleReader), "reader (read only), ext (read, publish vera.run.*.ext.>) or sandboxd (a sandbox daemon named NAME)")
 	revokeCmd := &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke an issued identity (a running vera up disconnects it within a second)",

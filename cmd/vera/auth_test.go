@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +49,52 @@ func TestComponentDurablesAreProtected(t *testing.T) {
 	}
 	if len(auth.ComponentDurables) != len(have) {
 		t.Errorf("bus/auth lists durables of %d components, want %d", len(auth.ComponentDurables), len(have))
+	}
+	// A sandbox daemon with an id: bus/auth protects its consumers by the
+	// names sandboxd gives them.
+	for _, id := range []string{"dock2", "sdt1-a"} {
+		if got, want := auth.SandboxDaemonDurables(id), sandboxd.DaemonDurables(id); !slices.Equal(got, want) {
+			t.Errorf("daemon %s: bus/auth protects %v, sandboxd uses %v", id, got, want)
+		}
+	}
+}
+
+// TestSandboxDaemonCredsPicksItsOwnIdentity: vera sandboxd --id X runs as
+// the identity issued for X when the data dir has one (and --nats-creds
+// names none), else as the shared sandboxd identity, with a warning.
+func TestSandboxDaemonCredsPicksItsOwnIdentity(t *testing.T) {
+	data := t.TempDir()
+	store := auth.Store{Dir: auth.DirOf(data)}
+	if _, err := store.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Issue("dock2", auth.RoleSandboxd); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Issue("tool1", auth.RoleReader); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id, flag, want string
+		warns          bool
+	}{
+		{id: "dock2", want: store.Path("dock2")},
+		{id: "tool1", warns: true},                              // a reader's seed is not a daemon's
+		{id: "dock3", warns: true},                              // no identity of its own
+		{id: "", want: ""},                                      // the default daemon runs as sandboxd
+		{id: "local", want: ""},                                 // likewise
+		{id: "dock2", flag: "/x/dock2.nk", want: "/x/dock2.nk"}, // --nats-creds wins
+		{id: "dock2", flag: "/x/sandboxd.nk", want: "/x/sandboxd.nk", warns: true}, // the shared one, named
+	} {
+		var logs bytes.Buffer
+		g := &globals{natsCreds: c.flag}
+		g.sandboxDaemonCreds(data, c.id, slog.New(slog.NewTextHandler(&logs, nil)))
+		if g.natsCreds != c.want {
+			t.Errorf("--id %q --nats-creds %q: creds %q, want %q", c.id, c.flag, g.natsCreds, c.want)
+		}
+		if warned := strings.Contains(logs.String(), "shared sandboxd identity"); warned != c.warns {
+			t.Errorf("--id %q --nats-creds %q: warned %v, want %v (%s)", c.id, c.flag, warned, c.warns, logs.String())
+		}
 	}
 }
 
@@ -94,6 +142,16 @@ func TestUpIdentities(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("auth list lacks %q:\n%s", want, out)
 		}
+	}
+
+	// A sandbox daemon's identity: the command says how to use it, and
+	// refuses the default daemon's id.
+	out, _, code = runCLI(t, "auth", "issue", "dock2", "--role", "sandboxd")
+	if code != 0 || !strings.Contains(out, "vera sandboxd --id dock2 --nats-creds") || !strings.Contains(out, "sandboxd-control-dock2") {
+		t.Fatalf("auth issue --role sandboxd: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := runCLI(t, "auth", "issue", "local", "--role", "sandboxd"); code != 2 || !strings.Contains(errOut, "default daemon") {
+		t.Errorf("auth issue local --role sandboxd: exit %d, %s", code, errOut)
 	}
 
 	// An issued ext identity: works once vera up reloaded (≤ 1 s).

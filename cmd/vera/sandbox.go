@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,7 +121,13 @@ which keeps its containers until the run ends; a daemon not heard from for
 report a command cut off there as interrupted, once. /work survives the move
 when the work roots are on storage every daemon mounts at the same path
 (docs/deploy.md). --warm-pool containers are kept ready so that a new run's
-first command does not wait for one to start.`,
+first command does not wait for one to start.
+
+Give a daemon with an id its own identity on the bus host: 'vera auth issue
+ID --role sandboxd' writes DATA_DIR/creds/ID.nk, which this command uses when
+it finds it there (or pass it with --nats-creds). Its consumers are then kept
+from every other identity; a daemon id without an identity of its own runs as
+the shared sandboxd identity, and a reader could pull its requests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -128,12 +136,39 @@ first command does not wait for one to start.`,
 			}
 			ctx := cmd.Context()
 			g.credsDataDir = dataDir
+			g.sandboxDaemonCreds(dataDir, f.id, log)
 			return g.runSet(ctx, wiring.Set{Sandbox: sandboxSet(f.config(dataDir, g))}, log)
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where sandboxd keeps work dirs of ad-hoc runs and output spools (env VERA_DATA_DIR)")
 	return cmd
+}
+
+// sandboxDaemonCreds picks the identity of `vera sandboxd --id id`: the
+// one issued for the daemon (DATA_DIR/creds/ID.nk, `vera auth issue ID
+// --role sandboxd`) when there is one and --nats-creds names none, else
+// the shared sandboxd identity, with a warning that the daemon's consumers
+// are then not protected from other identities.
+func (g *globals) sandboxDaemonCreds(dataDir, id string, log *slog.Logger) {
+	if id == "" || id == sandboxd.DefaultDaemonID {
+		return
+	}
+	shared := g.natsCreds != "" && filepath.Base(g.natsCreds) == catalog.ComponentSandboxd+auth.SeedExt
+	if g.natsCreds == "" {
+		store := auth.Store{Dir: auth.DirOf(dataDir)}
+		ids, _ := store.Identities() // none readable: the shared identity, as before
+		if slices.ContainsFunc(ids, func(i auth.Identity) bool { return i.Name == id && i.Role == auth.RoleSandboxd }) {
+			g.natsCreds = store.Path(id)
+			log.Info("sandboxd runs as its own identity", "id", id, "creds", g.natsCreds)
+			return
+		}
+		shared = g.credsFor(dataDir, catalog.ComponentSandboxd) != ""
+	}
+	if shared {
+		log.Warn("sandbox daemon runs as the shared sandboxd identity: its consumers are not protected from other identities (a reader could pull its requests); give it its own with `vera auth issue "+id+" --role sandboxd` on the bus host",
+			"id", id, "consumers", strings.Join(sandboxd.DaemonDurables(id), ","))
+	}
 }
 
 func newSandboxCmd(g *globals) *cobra.Command {

@@ -135,10 +135,30 @@ func TestSandboxDaemonsShareRunsAndTakeOver(t *testing.T) {
 	}
 	prefix := fmt.Sprintf("sdt%d", time.Now().UnixNano()%1e6)
 	ids := []string{prefix + "-a", prefix + "-b", prefix + "-c"}
+	// The first two daemons run as identities of their own (vera auth
+	// issue ID --role sandboxd; the running vera up takes them within a
+	// second), the third as the shared sandboxd identity.
+	creds := map[string]string{ids[2]: store.Path(catalog.ComponentSandboxd)}
+	for _, id := range ids[:2] {
+		if _, path, err := store.Issue(id, auth.RoleSandboxd); err != nil {
+			t.Fatal(err)
+		} else {
+			creds[id] = path
+		}
+	}
+	for _, id := range ids[:2] {
+		waitForLong(t, "vera up takes identity "+id, 30*time.Second, func() bool {
+			b, err := bus.Connect(context.Background(), bus.Options{URL: url, CredsFile: creds[id], Source: id, ReadOnly: true})
+			if err == nil {
+				b.Close()
+			}
+			return err == nil
+		})
+	}
 	daemons := map[string]*proc{}
 	for _, id := range ids {
 		p := &proc{t: t, name: id, env: []string{"VERA_LOG_LEVEL=info"}, log: filepath.Join(dir, id+".log"), args: []string{bin, "sandboxd",
-			"--nats-url", url, "--nats-creds", store.Path(catalog.ComponentSandboxd), "--data-dir", filepath.Join(dir, id),
+			"--nats-url", url, "--nats-creds", creds[id], "--data-dir", filepath.Join(dir, id),
 			"--id", id, "--capacity", "15", "--lease-ttl", "3s", "--warm-pool", "1", "--image", img, "--work-root", os.TempDir(),
 			"--memory", "268435456", "--concurrency", "16"}}
 		p.start()
@@ -166,6 +186,13 @@ func TestSandboxDaemonsShareRunsAndTakeOver(t *testing.T) {
 		}
 		return true
 	})
+
+	if n := daemons[ids[2]].count("shared sandboxd identity"); n != 1 {
+		t.Errorf("the daemon without an identity of its own warned %d times that its consumers are not protected, want 1", n)
+	}
+	if n := daemons[ids[0]].count("shared sandboxd identity"); n != 0 {
+		t.Errorf("a daemon with its own identity warned %d times", n)
+	}
 
 	drv := newDaemonsDriver(t, admin)
 	const runs, steps = 30, 4
