@@ -15,6 +15,14 @@ import (
 // identity may write it; every identity may read it.
 const PlacementBucket = "VERA_SANDBOXD"
 
+// PlacementMarkerTTL is how long the marker of a released run's lease
+// stays in the placement bucket (sandboxd/placement purges runs.<run>
+// with this per-message TTL): after it the key is gone, so that the bucket
+// does not keep one marker for every run ever run, and a daemon that
+// starts reads only the recent ones. A day leaves every daemon time to see
+// the release.
+const PlacementMarkerTTL = 24 * time.Hour
+
 // PlacementKVConfig is the configuration of the placement bucket for these
 // options.
 func (o Options) PlacementKVConfig() jetstream.KeyValueConfig {
@@ -25,6 +33,10 @@ func (o Options) PlacementKVConfig() jetstream.KeyValueConfig {
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
+		// Per-message TTLs on (what the markers of released leases need);
+		// the server's own markers, left when a limit removes a key, would
+		// live this long too (the bucket has no limit that does).
+		LimitMarkerTTL: PlacementMarkerTTL,
 	}
 }
 
@@ -98,5 +110,5 @@ func samePlacementConfig(st jetstream.KeyValueStatus, want jetstream.KeyValueCon
 	}
 	cfg := kvs.StreamInfo().Config
 	return cfg.Description == want.Description && kvs.History() == int64(want.History) &&
-		cfg.Storage == want.Storage && cfg.Replicas == want.Replicas
+		cfg.Storage == want.Storage && cfg.Replicas == want.Replicas && kvs.LimitMarkerTTL() == want.LimitMarkerTTL
 }

@@ -29,7 +29,8 @@ func TestPlacementBucketConfigured(t *testing.T) {
 		info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
 		want := b.Options().PlacementKVConfig()
 		if st.Bucket() != bus.PlacementBucket || st.History() != 1 || info.Config.Storage != jetstream.FileStorage ||
-			info.Config.Description != want.Description || info.Config.Replicas != 1 {
+			info.Config.Description != want.Description || info.Config.Replicas != 1 ||
+			!info.Config.AllowMsgTTL || st.LimitMarkerTTL() != bus.PlacementMarkerTTL {
 			t.Fatalf("placement bucket: history %d, config %+v", st.History(), info.Config)
 		}
 	}
@@ -50,5 +51,25 @@ func TestPlacementBucketConfigured(t *testing.T) {
 	check()
 	if _, err := kv.Get(ctx, "runs.r1"); err != nil {
 		t.Fatalf("key after EnsureStreams: %v", err)
+	}
+	// A bucket made by a version without marker TTLs (no per-message
+	// TTLs) is given them by EnsureStreams, keeping its keys.
+	if err := b.JetStream().DeleteKeyValue(ctx, bus.PlacementBucket); err != nil {
+		t.Fatal(err)
+	}
+	old := b.Options().PlacementKVConfig()
+	old.LimitMarkerTTL = 0
+	if kv, err = b.JetStream().CreateKeyValue(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "runs.r2", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	if _, err := kv.Get(ctx, "runs.r2"); err != nil {
+		t.Fatalf("key after EnsureStreams gave the bucket marker TTLs: %v", err)
 	}
 }

@@ -76,8 +76,11 @@ type Options struct {
 	DaemonID string        // required; [A-Za-z0-9_-]{1,64}
 	Capacity int           // runs this daemon may hold at once; 0 = no limit
 	LeaseTTL time.Duration // default DefaultLeaseTTL; heartbeat every LeaseTTL/5
-	Host     string        // informational; default the hostname
-	Logger   *slog.Logger
+	// MarkerTTL is how long the marker of a released lease stays in the
+	// bucket; default bus.PlacementMarkerTTL (at least 1s).
+	MarkerTTL time.Duration
+	Host      string // informational; default the hostname
+	Logger    *slog.Logger
 	// PreviousEnded, when set, is asked about a live-looking instance that
 	// holds this daemon's key at Start; true means it is known to have
 	// ended (sandboxd: it ran on this host and its spool lock is free, so
@@ -174,6 +177,12 @@ func New(kv jetstream.KeyValue, o Options) (*Placer, error) {
 	}
 	if o.LeaseTTL < 100*time.Millisecond {
 		return nil, fmt.Errorf("placement: lease TTL %s is too short (at least 100ms)", o.LeaseTTL)
+	}
+	if o.MarkerTTL == 0 {
+		o.MarkerTTL = bus.PlacementMarkerTTL
+	}
+	if o.MarkerTTL < time.Second {
+		return nil, fmt.Errorf("placement: marker TTL %s is too short (at least 1s)", o.MarkerTTL)
 	}
 	if o.Host == "" {
 		o.Host, _ = os.Hostname()
@@ -1130,7 +1139,7 @@ func (p *Placer) Release(ctx context.Context, run string) error {
 		if owner != p.o.DaemonID {
 			return &OwnedError{Run: run, Owner: owner}
 		}
-		err := p.kv.Delete(ctx, runKey(run), jetstream.LastRevision(rev))
+		err := p.dropLease(ctx, run, rev)
 		if err == nil {
 			p.mu.Lock()
 			if lv := p.leases[run]; lv != nil && lv.rev == rev {
@@ -1317,3 +1326,20 @@ func (p *Placer) resumeLease(ctx context.Context, c candidate, report bool) {
 		p.log.Warn("placement: resume run", "run", c.run, "err", err)
 	}
 }
+
+// dropLease removes runs.<run> at revision rev: a purge whose marker the
+// bucket drops after MarkerTTL. On a bucket made before markers had a TTL
+// (no per-message TTLs: its admin has not run EnsureStreams since), a
+// plain delete, whose marker stays.
+func (p *Placer) dropLease(ctx context.Context, run string, rev uint64) error {
+	err := p.kv.Purge(ctx, runKey(run), jetstream.LastRevision(rev), jetstream.PurgeTTL(p.o.MarkerTTL))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTTLDisabled {
+		return p.kv.Delete(ctx, runKey(run), jetstream.LastRevision(rev))
+	}
+	return err
+}
+
+// errCodeMessageTTLDisabled is the JetStream error "per-message TTL is
+// disabled" (nats-server's JSMessageTTLDisabledErr).
+const errCodeMessageTTLDisabled jetstream.ErrorCode = 10166

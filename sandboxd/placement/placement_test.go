@@ -821,7 +821,7 @@ func TestNewChecksOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []placement.Options{{}, {DaemonID: "a.b"}, {DaemonID: "a", Capacity: -1}, {DaemonID: "a", LeaseTTL: time.Millisecond}} {
+	for _, o := range []placement.Options{{}, {DaemonID: "a.b"}, {DaemonID: "a", Capacity: -1}, {DaemonID: "a", LeaseTTL: time.Millisecond}, {DaemonID: "a", MarkerTTL: 500 * time.Millisecond}} {
 		if _, err := placement.New(kv, o); err == nil {
 			t.Errorf("New accepted %+v", o)
 		}
@@ -884,5 +884,87 @@ func TestPreviousEndedSkipsTheWait(t *testing.T) {
 	_, waited = restart(false)
 	if waited < ttl*9/10 {
 		t.Fatalf("restart with PreviousEnded false waited only %s, want LeaseTTL (%s)", waited, ttl)
+	}
+}
+
+// TestReleasedLeaseMarkerExpires: a released run's lease is purged with a
+// TTL: the marker is there for a while (every daemon sees the release),
+// then gone, so the bucket does not keep one marker for every run ever
+// run. A bucket without per-message TTLs (made before them, its admin not
+// run since) still gets a plain delete.
+func TestReleasedLeaseMarkerExpires(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t, time.Minute)
+	b := bustest.ConnectAs(t, e.url, e.store, catalog.ComponentSandboxd, bus.Options{})
+	kv, err := b.PlacementKV(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := placement.New(kv, placement.Options{DaemonID: "m", LeaseTTL: ttl, MarkerTTL: time.Second, Host: "test-m", Logger: bustest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &daemon{Placer: p, bus: b}
+	e.start(m)
+	other := e.started("o", 0)
+	if err := m.Acquire(ctx, "mark-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "o sees mark-1 placed", func() bool { _, ok := other.Owner("mark-1"); return ok })
+	if err := m.Release(ctx, "mark-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "o sees mark-1 released", func() bool { _, ok := other.Owner("mark-1"); return !ok })
+	stream, err := e.admin.JetStream().Stream(ctx, "KV_"+bus.PlacementBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := "$KV." + bus.PlacementBucket + ".runs.mark-1"
+	marker, err := stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatalf("the release's marker: %v", err)
+	}
+	if op, ttlHdr := marker.Header.Get("KV-Operation"), marker.Header.Get("Nats-TTL"); op != "PURGE" || ttlHdr != "1s" {
+		t.Fatalf("marker KV-Operation %q Nats-TTL %q, want PURGE and 1s", op, ttlHdr)
+	}
+	eventually(t, 10*time.Second, "the marker expires", func() bool {
+		_, err := stream.GetLastMsgForSubject(ctx, subject)
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	})
+	// The run can be placed again, and released on a bucket without
+	// per-message TTLs (as one made by an older version) with a delete.
+	if err := m.Acquire(ctx, "mark-1"); err != nil {
+		t.Fatalf("placing a released run again: %v", err)
+	}
+	if err := e.admin.JetStream().DeleteKeyValue(ctx, bus.PlacementBucket); err != nil {
+		t.Fatal(err)
+	}
+	old := e.admin.Options().PlacementKVConfig()
+	old.LimitMarkerTTL = 0
+	if _, err := e.admin.JetStream().CreateKeyValue(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	okv, err := b.PlacementKV(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := placement.New(okv, placement.Options{DaemonID: "m2", LeaseTTL: ttl, MarkerTTL: time.Second, Host: "test-m2", Logger: bustest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := &daemon{Placer: op, bus: b}
+	e.start(m2)
+	if err := m2.Acquire(ctx, "mark-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Release(ctx, "mark-2"); err != nil {
+		t.Fatalf("release on a bucket without per-message TTLs: %v", err)
+	}
+	ostream, err := e.admin.JetStream().Stream(ctx, "KV_"+bus.PlacementBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := ostream.GetLastMsgForSubject(ctx, "$KV."+bus.PlacementBucket+".runs.mark-2"); err != nil || msg.Header.Get("KV-Operation") != "DEL" {
+		t.Fatalf("release on an old bucket: %v %v, want a delete marker", msg, err)
 	}
 }
