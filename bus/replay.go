@@ -95,7 +95,15 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			t := opts.FromTime
 			oc.DeliverPolicy, oc.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 		}
-		cons, err := b.js.OrderedConsumer(ctx, StreamName, oc)
+		// A consumer create or info request can go unanswered while a
+		// cluster elects a leader or a node recovers: each attempt has its
+		// own timeout (retryAPI), so a read does not hang until ctx ends.
+		var cons jetstream.Consumer
+		err = b.retryAPI(ctx, "read "+StreamName+": create ordered consumer", func(actx context.Context) error {
+			var err error
+			cons, err = b.js.OrderedConsumer(actx, StreamName, oc)
+			return err
+		})
 		if err != nil && !opts.Follow && len(filters) == 1 && opts.FromTime.IsZero() &&
 			(errors.Is(err, jetstream.ErrMaximumConsumersLimit) || isAPIErrorCode(err, int(jetstream.JSErrCodeMaximumConsumersLimit))) {
 			// Another client used up the stream's consumers: a read that
@@ -116,7 +124,12 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 			return
 		}
 		if !opts.Follow {
-			info, err := cons.Info(ctx)
+			var info *jetstream.ConsumerInfo
+			err := b.retryAPI(ctx, "read "+StreamName+": consumer info", func(actx context.Context) error {
+				var err error
+				info, err = cons.Info(actx)
+				return err
+			})
 			if err != nil {
 				yield(Record{}, fmt.Errorf("read %s: %w", StreamName, err))
 				return
@@ -233,7 +246,7 @@ func (b *Bus) readDirect(ctx context.Context, filter string, seq uint64, yield f
 		return 0, true
 	}
 	for range directReadMax {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		m, err := b.getMsg(ctx, s, seq, filter)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, true
 		}
@@ -251,6 +264,38 @@ func (b *Bus) readDirect(ctx context.Context, filter string, seq uint64, yield f
 	return seq, false
 }
 
+// msgGetAttempt bounds one message get. The stream's leader answers it;
+// while a cluster elects one, or when the request or its answer is lost
+// with a route that closed as a node restarted, it goes unanswered.
+// Waiting for it until ctx ends would hang a read for as long as its
+// caller allows (CI's cluster chaos test saw a run read time out after its
+// 4 minutes); asked again, the new leader answers.
+const msgGetAttempt = 3 * time.Second
+
+// msgGetter is what getMsg needs of a stream.
+type msgGetter interface {
+	GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error)
+}
+
+// getMsg is the message on filter at or after seq, asked again while
+// requests go unanswered, until ctx ends.
+func (b *Bus) getMsg(ctx context.Context, s msgGetter, seq uint64, filter string) (*jetstream.RawStreamMsg, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, msgGetAttempt)
+		m, err := s.GetMsg(actx, seq, jetstream.WithGetMsgSubject(filter))
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryable(err) {
+			return m, err
+		}
+		b.log.Debug("message get unanswered; asking again", "stream", StreamName, "seq", seq, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
 // streamHandle returns the handle of stream VERA, looked up once.
 func (b *Bus) streamHandle(ctx context.Context) (jetstream.Stream, error) {
 	b.streamMu.Lock()
@@ -258,7 +303,12 @@ func (b *Bus) streamHandle(ctx context.Context) (jetstream.Stream, error) {
 	if b.stream != nil {
 		return b.stream, nil
 	}
-	s, err := b.js.Stream(ctx, StreamName)
+	var s jetstream.Stream
+	err := b.retryAPI(ctx, "look up stream "+StreamName, func(actx context.Context) error {
+		var err error
+		s, err = b.js.Stream(actx, StreamName)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
