@@ -48,6 +48,13 @@ type daemon struct {
 
 func (e *env) placer(id string, capacity int) *daemon {
 	e.t.Helper()
+	return e.placerWith(placement.Options{DaemonID: id, Capacity: capacity})
+}
+
+// placerWith is a placer with options o (lease time ttl, host test-<id>
+// and the test's logger unless o sets them) on the bucket as it is now.
+func (e *env) placerWith(o placement.Options) *daemon {
+	e.t.Helper()
 	b := bustest.ConnectAs(e.t, e.url, e.store, catalog.ComponentSandboxd, bus.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -55,7 +62,16 @@ func (e *env) placer(id string, capacity int) *daemon {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	p, err := placement.New(kv, placement.Options{DaemonID: id, Capacity: capacity, LeaseTTL: ttl, Host: "test-" + id, Logger: bustest.Logger(e.t)})
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = ttl
+	}
+	if o.Host == "" {
+		o.Host = "test-" + o.DaemonID
+	}
+	if o.Logger == nil {
+		o.Logger = bustest.Logger(e.t)
+	}
+	p, err := placement.New(kv, o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -895,16 +911,7 @@ func TestPreviousEndedSkipsTheWait(t *testing.T) {
 func TestReleasedLeaseMarkerExpires(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t, time.Minute)
-	b := bustest.ConnectAs(t, e.url, e.store, catalog.ComponentSandboxd, bus.Options{})
-	kv, err := b.PlacementKV(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := placement.New(kv, placement.Options{DaemonID: "m", LeaseTTL: ttl, MarkerTTL: time.Second, Host: "test-m", Logger: bustest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &daemon{Placer: p, bus: b}
+	m := e.placerWith(placement.Options{DaemonID: "m", MarkerTTL: time.Second})
 	e.start(m)
 	other := e.started("o", 0)
 	if err := m.Acquire(ctx, "mark-1"); err != nil {
@@ -944,15 +951,7 @@ func TestReleasedLeaseMarkerExpires(t *testing.T) {
 	if _, err := e.admin.JetStream().CreateKeyValue(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	okv, err := b.PlacementKV(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, err := placement.New(okv, placement.Options{DaemonID: "m2", LeaseTTL: ttl, MarkerTTL: time.Second, Host: "test-m2", Logger: bustest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2 := &daemon{Placer: op, bus: b}
+	m2 := e.placerWith(placement.Options{DaemonID: "m2", MarkerTTL: time.Second})
 	e.start(m2)
 	if err := m2.Acquire(ctx, "mark-2"); err != nil {
 		t.Fatal(err)
