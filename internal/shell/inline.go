@@ -149,6 +149,13 @@ func InlineCode(name string, args []string, ctx Context) (Inline, bool) {
 			}
 		}
 	}
+	if in.Script && len(in.Codes) == 0 && len(in.Operands) > 0 {
+		// A script file whose content the command line shows
+		// (python3 <(echo …)).
+		if src, ok := ctx.Files[in.Operands[0]]; ok {
+			in.Codes, in.Script = []string{src}, false
+		}
+	}
 	if len(in.Codes) == 0 && !in.Script && in.Module == "" && ctx.HasStdin {
 		in.Codes, in.Stdin = []string{ctx.Stdin}, true
 	}

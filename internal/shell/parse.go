@@ -3,9 +3,12 @@ package shell
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -50,7 +53,7 @@ const (
 
 // Word is one word of a command after quote removal.
 type Word struct {
-	Value  string    // literal text; unknown expansions as Unknown, $NAME as VarOpen NAME VarClose
+	Value  string    // literal text; unknown expansions as Unknown, $NAME (and the expansions of doc.go) as VarOpen SPEC VarClose
 	Text   string    // quote-removed text with expansions kept as written
 	Raw    string    // the source text
 	Quoted bool      // quotes or backslashes were used
@@ -61,6 +64,14 @@ type Word struct {
 	// that resolves $X should split the result; an assignment's value is
 	// never split).
 	Splits bool
+	// Elems are the elements of an array assignment (a=(x y z), declare
+	// -a a=(…)): the word's Value is then NAME= followed by Unknown.
+	Elems []Word
+	// Proc is the script of a process substitution in the word, <( … )
+	// or >( … ) (the last one when there are several); ProcOut tells
+	// which (>( … ) reads what the command writes into it).
+	Proc    *Script
+	ProcOut bool
 	// split marks an unquoted $(echo …) of known output: the parser
 	// splits it into words itself.
 	split bool
@@ -183,6 +194,15 @@ type Script struct {
 	// TooDeep is set when substitutions nested deeper than MaxNesting
 	// were not flattened.
 	TooDeep bool
+	// Loops are the script's while and until loops, in source order.
+	Loops []Loop
+}
+
+// Loop is a while or until loop of a script: its condition is the Cmds
+// [Start, Start+Cond) and its body the Body Cmds that follow them.
+type Loop struct {
+	Until             bool
+	Start, Cond, Body int
 }
 
 // ErrSyntax is wrapped by every error Parse returns for input that is not
@@ -320,12 +340,12 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 		s.Cmds = append(s.Cmds, cmd)
 		redirs = nil
 	case *syntax.CallExpr:
-		cmd := &Cmd{Kind: Simple, Redirs: redirs, Raw: b.slice(st)}
+		cmd := &Cmd{Kind: Simple, Redirs: redirs, Raw: b.slice(st), Words: make([]Word, 0, len(c.Assigns)+len(c.Args))}
 		for _, a := range c.Assigns {
 			cmd.Words = append(cmd.Words, b.assign(s, a, depth))
 		}
 		for _, w := range c.Args {
-			cmd.Words = appendWord(cmd.Words, b.word(s, w, depth))
+			cmd.Words = b.appendWords(cmd.Words, s, w, depth)
 		}
 		s.Cmds = append(s.Cmds, cmd)
 		redirs = nil
@@ -363,8 +383,14 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 			b.stmts(s, cl.Then, depth)
 		}
 	case *syntax.WhileClause:
+		l := Loop{Until: c.Until, Start: len(s.Cmds)}
+		k := len(s.Loops)
+		s.Loops = append(s.Loops, l)
 		b.stmts(s, c.Cond, depth)
+		l.Cond = len(s.Cmds) - l.Start
 		b.stmts(s, c.Do, depth)
+		l.Body = len(s.Cmds) - l.Start - l.Cond
+		s.Loops[k] = l
 	case *syntax.ForClause:
 		h := &Cmd{Kind: ForHeader, Raw: b.span(c.Pos(), c.DoPos)}
 		switch l := c.Loop.(type) {
@@ -373,7 +399,7 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 				h.Words = append(h.Words, litWord(l.Name.Value))
 			}
 			for _, w := range l.Items {
-				h.Words = appendWord(h.Words, b.word(s, w, depth))
+				h.Words = b.appendWords(h.Words, s, w, depth)
 			}
 		case *syntax.CStyleLoop:
 			h.Subs = b.nodeSubs(s, l, depth)
@@ -480,6 +506,72 @@ func (b *builder) stmt(s *Script, st *syntax.Stmt, depth int) (first, last *Cmd)
 	return first, last
 }
 
+// MaxBraceWords bounds the words one brace expansion is read as; a word
+// that would expand to more ({1..100000}), or has more than 8 brace
+// groups, is kept as written.
+const MaxBraceWords = 64
+
+// appendWords appends the words w becomes: its brace expansion
+// ({rm,-rf,/} is three words, as in bash), each split into fields when
+// the shell splits it. A word with substitutions is not brace-expanded
+// (each copy would run them again).
+func (b *builder) appendWords(words []Word, s *Script, w *syntax.Word, depth int) []Word {
+	if alts := braceWords(w); alts != nil {
+		raw := b.slice(w)
+		for _, a := range alts {
+			x := b.word(s, a, depth)
+			x.Raw = raw
+			words = appendWord(words, x)
+		}
+		return words
+	}
+	return appendWord(words, b.word(s, w, depth))
+}
+
+// braceWords returns the words an unquoted brace expansion in w gives,
+// or nil when there is none (or too many).
+func braceWords(w *syntax.Word) []*syntax.Word {
+	groups := 0
+	for _, p := range w.Parts {
+		switch x := p.(type) {
+		case *syntax.Lit:
+			groups += strings.Count(x.Value, "{")
+		case *syntax.SglQuoted, *syntax.ParamExp:
+		case *syntax.DblQuoted:
+			for _, q := range x.Parts {
+				if _, ok := q.(*syntax.Lit); !ok {
+					if _, ok := q.(*syntax.ParamExp); !ok {
+						return nil
+					}
+				}
+			}
+		default:
+			return nil
+		}
+	}
+	if groups == 0 || groups > 8 {
+		return nil
+	}
+	return expandBraces(w)
+}
+
+// expandBraces brace-expands w, or returns nil.
+func expandBraces(w *syntax.Word) []*syntax.Word {
+	cp := *w
+	cp.Parts = slices.Clone(w.Parts)
+	if !syntax.SplitBraces(&cp) {
+		return nil
+	}
+	var out []*syntax.Word
+	for ew, err := range expand.BracesSeq(nil, &cp) {
+		if err != nil || len(out) >= MaxBraceWords {
+			return nil
+		}
+		out = append(out, ew)
+	}
+	return out
+}
+
 // appendWord appends w to words, split into fields when the shell splits
 // it (an unquoted $(echo a b) of known output).
 func appendWord(words []Word, w Word) []Word {
@@ -525,6 +617,17 @@ func (b *builder) assign(s *Script, a *syntax.Assign, depth int) Word {
 	case a.Array != nil:
 		w.Value = lhs + string(Unknown)
 		w.Text = lhs + b.slice(a.Array)
+		w.Elems = []Word{}
+		for _, e := range a.Array.Elems {
+			if e.Value == nil {
+				continue
+			}
+			if e.Index != nil && b.slice(e.Index) != strconv.Itoa(len(w.Elems)) || len(w.Elems) >= MaxBraceWords {
+				w.Elems = nil // [i]=v out of order: not a plain list
+				break
+			}
+			w.Elems = b.appendWords(w.Elems, s, e.Value, depth)
+		}
 		w.Subs = b.nodeSubs(s, a.Array, depth)
 	case a.Value != nil:
 		v := b.word(s, a.Value, depth)

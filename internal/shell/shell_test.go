@@ -34,7 +34,7 @@ func TestParseWords(t *testing.T) {
 	}{
 		{`echo "a b" 'c d' e\ f`, []string{"echo", "a b", "c d", "e f"}, nil},
 		{`python3 -c'print(1)'`, []string{"python3", "-cprint(1)"}, nil},
-		{`echo $HOME/x "${USER}" $1 ${X:-y}`, []string{"echo", "\x01HOME\x02/x", "\x01USER\x02", "\x00", "\x00"}, []string{"echo", "$HOME/x", "${USER}", "$1", "${X:-y}"}},
+		{`echo $HOME/x "${USER}" $1 ${X:-y}`, []string{"echo", "\x01HOME\x02/x", "\x01USER\x02", "\x011\x02", "\x01X:-y\x02"}, []string{"echo", "$HOME/x", "${USER}", "$1", "${X:-y}"}},
 		{`echo $(date) ` + "`id`", []string{"echo", "\x00", "\x00"}, []string{"echo", "$(date)", "`id`"}},
 		{`echo $'a\nb' $'\x41'`, []string{"echo", "a\nb", "A"}, nil},
 		{`cat ~/f ~`, []string{"cat", "\x01HOME\x02/f", "\x01HOME\x02"}, []string{"cat", "~/f", "~"}},
@@ -221,7 +221,11 @@ func TestWalk(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"echo hi", "a | b && c", "cat <<E\nx\nE", "$(( 1 + $(id) ))", "f() { f | f & }; f"} {
+	for _, s := range []string{"echo hi", "a | b && c", "cat <<E\nx\nE", "$(( 1 + $(id) ))", "f() { f | f & }; f",
+		`awk 'BEGIN{x="a"; system("b" x); print "c" | "sh"; "d" | getline}'`, `echo a | sed 's/a/b/e;w f'`,
+		"ed <<< $'!x\\nw f'", `vim -es -c '%s/a/b/|x' f`, `git -c alias.a='!x' a`, `tar cIf x y`,
+		`expect -c 'spawn {a} [b]; exec c'`, `gdb -ex 'pipe a | b' --args c`, `{a,b}{c,d} ~root ${X:-${Y:+z}} "${a[@]}"`,
+		`sh -c 'x "$1"' _ y`, `source <(echo x)`, `tmux new -d 'x' \; send-keys y Enter`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {

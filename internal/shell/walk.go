@@ -108,33 +108,97 @@ func CmdStdinWith(c *Cmd, read func(Word) string) (string, bool) {
 			stdin, has = r.Body, true
 		case "<<<":
 			stdin, has = read(r.Target)+"\n", true
+		case "<":
+			// < <(echo …): what the process substitution prints.
+			stdin, has = "", false
+			if p := r.Target.Proc; p != nil && !r.Target.ProcOut {
+				stdin, has = Printed(p, read)
+			}
 		default:
 			stdin, has = "", false
 		}
 	}
 	if !redirected && c.PipeFrom != nil {
-		words := make([]string, len(c.PipeFrom.Words))
-		for i, w := range c.PipeFrom.Words {
-			words[i] = read(w)
-		}
-		return Echoed(words)
+		return cmdOutput(c.PipeFrom, read)
 	}
 	return stdin, has
 }
 
+// cmdOutput returns what one command writes on its standard output when
+// the command line shows it: an echo or printf of known words, or cat of
+// a here-document, a here-string or process substitutions that print
+// visibly (cat <<EOF | sh, cat <(echo …) | sh).
+func cmdOutput(c *Cmd, read func(Word) string) (string, bool) {
+	if c.Kind != Simple || len(c.Words) == 0 {
+		return "", false
+	}
+	for _, r := range c.Redirs {
+		if r.StdoutFile() {
+			return "", false
+		}
+	}
+	words := make([]string, len(c.Words))
+	for i, w := range c.Words {
+		words[i] = read(w)
+	}
+	if CommandName(words[0]) != "cat" {
+		return Echoed(words)
+	}
+	if len(c.Words) == 1 || len(c.Words) == 2 && words[1] == "-" {
+		return catStdin(c, read)
+	}
+	var b strings.Builder
+	for _, w := range c.Words[1:] {
+		if w.Proc == nil || w.ProcOut || w.Value != string(Unknown) {
+			return "", false
+		}
+		out, ok := Printed(w.Proc, read)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(out)
+	}
+	return b.String(), true
+}
+
 // Echoed returns what an echo or printf command writes, when that is
-// visible in its words.
+// visible in its words: echo's -n, -e and -E (escapes applied with -e)
+// and printf's format applied to its arguments (see Printf).
 func Echoed(words []string) (string, bool) {
 	if len(words) == 0 {
 		return "", false
 	}
+	for len(words) > 1 && (words[0] == "builtin" || words[0] == "command") {
+		words = words[1:]
+	}
 	switch CommandName(words[0]) {
 	case "echo":
 		args := words[1:]
-		for len(args) > 0 && (args[0] == "-n" || args[0] == "-e" || args[0] == "-E" || args[0] == "-ne" || args[0] == "-en") {
+		esc, newline := false, true
+		for len(args) > 0 && echoOption(args[0]) {
+			for _, c := range args[0][1:] {
+				switch c {
+				case 'e':
+					esc = true
+				case 'E':
+					esc = false
+				case 'n':
+					newline = false
+				}
+			}
 			args = args[1:]
 		}
-		return strings.Join(args, " ") + "\n", true
+		out := strings.Join(args, " ")
+		if esc {
+			var stop bool
+			if out, stop = EchoEscapes(out); stop {
+				return out, true
+			}
+		}
+		if newline {
+			out += "\n"
+		}
+		return out, true
 	case "printf":
 		args := words[1:]
 		if len(args) > 0 && args[0] == "--" {
@@ -148,9 +212,66 @@ func Echoed(words []string) (string, bool) {
 	return "", false
 }
 
-// Printf renders printf's format with its arguments the way printf does
-// for the common directives (%s %b %d %c %%) and escapes, reusing the
-// format while arguments remain. Other directives print their argument.
+// echoOption reports whether w is an option of bash's echo (-n, -e, -E
+// or a cluster of them).
+func echoOption(w string) bool {
+	if len(w) < 2 || w[0] != '-' {
+		return false
+	}
+	for i := 1; i < len(w); i++ {
+		if w[i] != 'n' && w[i] != 'e' && w[i] != 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// Printed returns what a script writes on standard output when it shows
+// it: every command is an echo or printf of known words, or cat (with
+// no file operand) of a here-document or here-string, none piped,
+// redirected or in the background. read gives a word's value.
+func Printed(s *Script, read func(Word) string) (string, bool) {
+	if s == nil || s.TooDeep || len(s.Cmds) == 0 || len(s.Cmds) > 16 {
+		return "", false
+	}
+	var b strings.Builder
+	for _, c := range s.Cmds {
+		if c.Kind != Simple || c.PipeFrom != nil || c.Op == "|" || c.Op == "|&" || c.Background || len(c.Words) == 0 {
+			return "", false
+		}
+		out, ok := cmdOutput(c, read)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(out)
+	}
+	return b.String(), true
+}
+
+// catStdin returns the here-document or here-string cat prints.
+func catStdin(c *Cmd, read func(Word) string) (string, bool) {
+	in, ok := "", false
+	for _, r := range c.Redirs {
+		switch {
+		case r.Op == "<<" || r.Op == "<<-":
+			if !r.BodyQuoted && strings.ContainsAny(r.Body, "$`\\") {
+				return "", false // expansions in the body
+			}
+			in, ok = r.Body, true
+		case r.Op == "<<<":
+			in, ok = read(r.Target)+"\n", true
+		case r.Output() || r.Stdin():
+			return "", false
+		}
+	}
+	return in, ok
+}
+
+// Printf renders printf's format with its arguments the way bash's
+// printf does for the common directives (%s %b %c %d %q %%) and the
+// format's escapes (\n, \t, \xHH, \NNN octal, \uHHHH …), reusing the
+// format while arguments remain. %b applies echo -e's escapes to its
+// argument (\c ends the output). Other directives print their argument.
 func Printf(format string, args []string) string {
 	var b strings.Builder
 	for pass := 0; pass < 64; pass++ {
@@ -159,18 +280,7 @@ func Printf(format string, args []string) string {
 			c := format[i]
 			switch {
 			case c == '\\' && i+1 < len(format):
-				i++
-				switch format[i] {
-				case 'n':
-					b.WriteByte('\n')
-				case 't':
-					b.WriteByte('\t')
-				case '\\':
-					b.WriteByte('\\')
-				default:
-					b.WriteByte('\\')
-					b.WriteByte(format[i])
-				}
+				i = formatEscape(&b, format, i+1) - 1
 			case c == '%' && i+1 < len(format):
 				j := i + 1
 				for j < len(format) && strings.IndexByte("-+ #0123456789.", format[j]) >= 0 {
@@ -191,10 +301,20 @@ func Printf(format string, args []string) string {
 					arg = args[used]
 				}
 				used++
-				if format[j] == 'b' {
-					arg = ansiC(arg)
+				switch format[j] {
+				case 'b':
+					out, stop := EchoEscapes(arg)
+					b.WriteString(out)
+					if stop {
+						return b.String()
+					}
+				case 'c':
+					if arg != "" {
+						b.WriteString(arg[:1])
+					}
+				default:
+					b.WriteString(arg)
 				}
-				b.WriteString(arg)
 				i = j
 			default:
 				b.WriteByte(c)
@@ -206,6 +326,110 @@ func Printf(format string, args []string) string {
 		}
 	}
 	return b.String()
+}
+
+// formatEscape writes the printf format escape starting at format[i]
+// (after the backslash) and returns the index after it.
+func formatEscape(b *strings.Builder, format string, i int) int {
+	e := format[i]
+	i++
+	switch e {
+	case 'a':
+		b.WriteByte(7)
+	case 'b':
+		b.WriteByte(8)
+	case 'e', 'E':
+		b.WriteByte(27)
+	case 'f':
+		b.WriteByte(12)
+	case 'n':
+		b.WriteByte('\n')
+	case 'r':
+		b.WriteByte('\r')
+	case 't':
+		b.WriteByte('\t')
+	case 'v':
+		b.WriteByte(11)
+	case '\\', '"', '\'', '?':
+		b.WriteByte(e)
+	case '0', '1', '2', '3', '4', '5', '6', '7':
+		v := int(e - '0')
+		for k := 0; k < 2 && i < len(format) && format[i] >= '0' && format[i] <= '7'; k++ {
+			v = v*8 + int(format[i]-'0')
+			i++
+		}
+		b.WriteByte(byte(v))
+	case 'x', 'u', 'U':
+		return hexEscape(b, format, i, e)
+	default:
+		b.WriteByte('\\')
+		b.WriteByte(e)
+	}
+	return i
+}
+
+// hexEscape writes \xHH, \uHHHH or \UHHHHHHHH whose digits start at
+// s[i], and returns the index after them.
+func hexEscape(b *strings.Builder, s string, i int, e byte) int {
+	n := 2
+	switch e {
+	case 'u':
+		n = 4
+	case 'U':
+		n = 8
+	}
+	v, k := 0, 0
+	for ; k < n && i < len(s) && hexVal(s[i]) >= 0; k++ {
+		v = v*16 + hexVal(s[i])
+		i++
+	}
+	switch {
+	case k == 0:
+		b.WriteByte('\\')
+		b.WriteByte(e)
+	case e == 'x':
+		b.WriteByte(byte(v))
+	default:
+		b.WriteRune(rune(v))
+	}
+	return i
+}
+
+// EchoEscapes applies the escapes of echo -e (and printf's %b): \a \b
+// \e \f \n \r \t \v \\ \0NNN \xHH \uHHHH \UHHHHHHHH; \c ends
+// the output (stop is then true).
+func EchoEscapes(s string) (out string, stop bool) {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch e := s[i]; e {
+		case 'c':
+			return b.String(), true
+		case '0':
+			v := 0
+			for k := 0; k < 3 && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '7'; k++ {
+				i++
+				v = v*8 + int(s[i]-'0')
+			}
+			b.WriteByte(byte(v))
+		case 'x', 'u', 'U':
+			i = hexEscape(&b, s, i+1, e) - 1
+		case 'a', 'b', 'e', 'E', 'f', 'n', 'r', 't', 'v', '\\':
+			formatEscape(&b, s, i)
+		default:
+			b.WriteByte('\\')
+			b.WriteByte(e)
+		}
+	}
+	return b.String(), false
 }
 
 // urlInText finds http(s) URLs in free text.

@@ -9,6 +9,9 @@ import (
 // word converts a syntax word: quotes removed, expansions marked.
 func (b *builder) word(s *Script, w *syntax.Word, depth int) Word {
 	out := Word{Raw: b.slice(w)}
+	if len(w.Parts) == 0 {
+		return out
+	}
 	if len(w.Parts) == 1 {
 		// The common case, a bare literal: no copy.
 		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 &&
@@ -29,21 +32,31 @@ func (b *builder) word(s *Script, w *syntax.Word, depth int) Word {
 }
 
 // substValue returns what a command substitution prints when that is
-// visible: its script is one echo or printf of known words (trailing
-// newlines are removed, as the shell does).
+// visible (see Printed: echo or printf of known words, cat of a
+// here-document); trailing newlines are removed, as the shell does.
 func substValue(s *Script) (string, bool) {
-	if s.TooDeep || len(s.Cmds) != 1 {
-		return "", false
-	}
-	c := s.Cmds[0]
-	if c.Kind != Simple || len(c.Redirs) > 0 || c.PipeFrom != nil || c.Background {
-		return "", false
-	}
-	out, ok := Echoed(c.Args())
+	out, ok := Printed(s, func(w Word) string { return w.Value })
 	if !ok {
 		return "", false
 	}
 	return strings.TrimRight(out, "\n"), true
+}
+
+// isPwd reports a substitution that runs pwd alone.
+func isPwd(s *Script) bool {
+	if len(s.Cmds) != 1 || s.Cmds[0].Kind != Simple || len(s.Cmds[0].Redirs) > 0 {
+		return false
+	}
+	args := s.Cmds[0].Args()
+	if len(args) == 0 || args[0] != "pwd" {
+		return false
+	}
+	for _, a := range args[1:] {
+		if a != "-L" && a != "-P" {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part syntax.WordPart, inDQ, first bool, depth int) {
@@ -59,11 +72,8 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 			if hasGlob(v) {
 				out.Glob = true
 			}
-			if first && strings.HasPrefix(v, "~") && (len(v) == 1 || v[1] == '/') {
-				// ~ and ~/…: the home directory.
-				val.WriteString(string(VarOpen) + "HOME" + string(VarClose))
-				text.WriteString("~")
-				v = v[1:]
+			if first && strings.HasPrefix(v, "~") {
+				v = b.tilde(v, val, text)
 			}
 			v = unescapeBare(v)
 		}
@@ -85,8 +95,8 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 	case *syntax.ParamExp:
 		out.Splits = out.Splits || !inDQ
 		text.WriteString(b.slice(p))
-		if name, ok := plainParam(p); ok {
-			val.WriteString(string(VarOpen) + name + string(VarClose))
+		if spec, ok := b.paramSpec(s, out, p, depth); ok {
+			val.WriteString(string(VarOpen) + spec + string(VarClose))
 		} else {
 			val.WriteByte(Unknown)
 			out.Subs = append(out.Subs, b.nodeSubs(s, p, depth)...)
@@ -96,7 +106,9 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 		text.WriteString(b.slice(p))
 		sub := b.sub(s, b.span(posAfter(p.Left, p.Backquotes), p.Right), p.Stmts, depth)
 		out.Subs = append(out.Subs, sub)
-		if v, ok := substValue(sub); ok {
+		if isPwd(sub) {
+			val.WriteString(string(VarOpen) + "PWD" + string(VarClose)) // $(pwd)
+		} else if v, ok := substValue(sub); ok {
 			// $(echo …) and $(printf …) print what their words say.
 			val.WriteString(v)
 		} else {
@@ -105,7 +117,11 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 	case *syntax.ProcSubst:
 		text.WriteString(b.slice(p))
 		val.WriteByte(Unknown)
-		out.Subs = append(out.Subs, b.sub(s, b.span(posAfter(p.OpPos, false), p.Rparen), p.Stmts, depth))
+		sub := b.sub(s, b.span(posAfter(p.OpPos, false), p.Rparen), p.Stmts, depth)
+		out.Subs = append(out.Subs, sub)
+		if !inDQ {
+			out.Proc, out.ProcOut = sub, p.Op == syntax.CmdOut
+		}
 	case *syntax.ArithmExp:
 		out.Splits = out.Splits || !inDQ
 		text.WriteString(b.slice(p))
@@ -124,18 +140,92 @@ func (b *builder) part(s *Script, out *Word, val, text *strings.Builder, part sy
 	}
 }
 
-// plainParam reports the name of a $NAME or ${NAME} expansion of a
-// variable (not a positional or special parameter, not an operation).
-func plainParam(p *syntax.ParamExp) (string, bool) {
-	if p.Param == nil || p.Excl || p.Length || p.Width || p.Index != nil || p.Slice != nil ||
-		p.Repl != nil || p.Exp != nil || p.Names != 0 || p.Flags != nil || p.NestedParam != nil ||
-		len(p.Modifiers) > 0 || p.IsSet {
+// tilde writes the tilde prefix of an unquoted word's first literal: ~
+// and ~/… are $HOME, ~+ is $PWD, ~- is $OLDPWD, ~root is /root; another
+// user's home is not known. It returns the rest of the literal.
+func (b *builder) tilde(v string, val, text *strings.Builder) string {
+	end := strings.IndexByte(v, '/')
+	if end < 0 {
+		end = len(v)
+	}
+	prefix := v[1:end]
+	switch {
+	case prefix == "":
+		val.WriteString(string(VarOpen) + "HOME" + string(VarClose))
+	case prefix == "+":
+		val.WriteString(string(VarOpen) + "PWD" + string(VarClose))
+	case prefix == "-":
+		val.WriteString(string(VarOpen) + "OLDPWD" + string(VarClose))
+	case prefix == "root":
+		val.WriteString("/root")
+	case IsName(strings.ReplaceAll(strings.ReplaceAll(prefix, "-", "_"), ".", "_")):
+		val.WriteByte(Unknown) // ~user: that user's home
+	default:
+		return v // not a tilde prefix (~\x, ~$y): literal text
+	}
+	text.WriteString(v[:end])
+	return v[end:]
+}
+
+// paramSpec returns how a parameter expansion is written between VarOpen
+// and VarClose, when a reader tracking values can resolve it:
+//   - NAME for $NAME and ${NAME};
+//   - a positional or special parameter: 0-9…, @, * and #;
+//   - NAME[i] for ${NAME[i]} with i a number, @ or *;
+//   - !NAME for ${!NAME} (the variable NAME names);
+//   - any of these followed by one of the operators :- - := = :+ + :? ?
+//     and the Value of its word, which may hold markers in turn
+//     (${X:-/} is VarOpen "X:-/" VarClose).
+//
+// Other expansions (${#X}, ${X%.c}, ${X/a/b} …) are not resolvable.
+func (b *builder) paramSpec(s *Script, out *Word, p *syntax.ParamExp, depth int) (string, bool) {
+	if p.Param == nil || p.Length || p.Width || p.Slice != nil || p.Repl != nil || p.Names != 0 ||
+		p.Flags != nil || p.NestedParam != nil || len(p.Modifiers) > 0 || p.IsSet {
 		return "", false
 	}
-	if !IsName(p.Param.Value) {
+	name := p.Param.Value
+	switch {
+	case IsName(name):
+	case allDigits(name) || name == "@" || name == "*" || name == "#":
+		if p.Excl || p.Index != nil {
+			return "", false
+		}
+	default:
 		return "", false
 	}
-	return p.Param.Value, true
+	spec := name
+	if p.Excl {
+		if p.Index != nil {
+			return "", false
+		}
+		spec = "!" + name
+	}
+	if p.Index != nil {
+		idx := b.slice(p.Index)
+		if idx != "@" && idx != "*" && !allDigits(idx) {
+			return "", false
+		}
+		spec += "[" + idx + "]"
+	}
+	if p.Exp == nil {
+		return spec, true
+	}
+	switch p.Exp.Op {
+	case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull,
+		syntax.AlternateUnset, syntax.AlternateUnsetOrNull, syntax.ErrorUnset, syntax.ErrorUnsetOrNull:
+	default:
+		return "", false
+	}
+	spec += p.Exp.Op.String()
+	if p.Exp.Word != nil && len(p.Exp.Word.Parts) > 0 {
+		w := b.word(s, p.Exp.Word, depth)
+		out.Subs = append(out.Subs, w.Subs...)
+		if w.Glob {
+			out.Glob = true
+		}
+		spec += w.Value
+	}
+	return spec, true
 }
 
 // IsName reports whether s is a valid shell variable name.

@@ -3,9 +3,9 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vera-run/vera/internal/shell"
@@ -15,11 +15,14 @@ const (
 	// WorkDir is the run's read-write work directory inside the sandbox
 	// and the working directory Check assumes.
 	WorkDir = "/work"
-	// NotesPath is the run's notes file: append-only and owned by the
-	// projector, written only through the notes-append action.
-	NotesPath = "/work/notes.md"
+	// NotesPath is where the notes file used to be, in the work
+	// directory. The notes are no longer a file in the sandbox (VERA
+	// keeps notes.md outside it and shows it to the model every turn),
+	// so this is an ordinary file of the model's; the notes_md rule
+	// still refuses writing it, as feedback (see rules.go).
+	NotesPath = WorkDir + "/notes.md"
 
-	home       = "/root" // $HOME of the sandbox user (the container runs as root)
+	home       = "/root" // what ~ and $HOME are taken to be, so that rm -rf ~ stays refused whatever the user
 	maxDepth   = 8       // nesting depth of scripts run by scripts (bash -c, eval, …)
 	maxScripts = 256     // scripts (top level, substitutions, bash -c …) per Check
 	// maxWrappers is the number of wrappers shell.Unwrap removes from one
@@ -77,11 +80,13 @@ func Check(command string) Decision { return CheckIn(command, WorkDir) }
 // match a rule.
 func CheckIn(command, cwd string) Decision {
 	a := analyser{budget: maxScripts, loops: maxLoopBodies, top: command}
-	sc := &scope{}
+	// The command runs in bash with no positional parameters and an
+	// empty directory stack.
+	sc := &scope{posKnown: true, dirsKnown: true}
 	if strings.HasPrefix(cwd, "/") {
 		sc.cwd = path.Clean(cwd)
 	}
-	if d := a.source(command, sc, 0, true); d != nil {
+	if d := a.source(command, sc, 0, true, false); d != nil {
 		return *d
 	}
 	return Decision{}
@@ -101,145 +106,14 @@ func Rules() []Rule {
 // ---------------------------------------------------------------------
 // Analysis.
 
-// scope is the shell state the analysis tracks: working directory ("" if
-// unknown) and variables assigned literally.
-type scope struct {
-	cwd  string
-	vars map[string]string
-}
-
-func (s *scope) clone() *scope {
-	n := &scope{cwd: s.cwd}
-	if len(s.vars) > 0 {
-		n.vars = maps.Clone(s.vars)
-	}
-	return n
-}
-
-func (s *scope) set(name, val string) {
-	if s.vars == nil {
-		s.vars = make(map[string]string)
-	}
-	s.vars[name] = val
-}
-
-func (s *scope) lookup(name string) string {
-	if name == "PWD" && s.cwd != "" {
-		return s.cwd
-	}
-	if v, ok := s.vars[name]; ok {
-		return v
-	}
-	if name == "HOME" {
-		return home
-	}
-	return string(shell.Unknown)
-}
-
-// expand replaces the variable markers of a shell.Word value by their
-// values (or by shell.Unknown).
-func (s *scope) expand(v string) string {
-	if strings.IndexByte(v, shell.VarOpen) < 0 {
-		return v
-	}
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(v, shell.VarOpen)
-		if i < 0 {
-			break
-		}
-		j := strings.IndexByte(v[i:], shell.VarClose)
-		if j < 0 {
-			break
-		}
-		b.WriteString(v[:i])
-		b.WriteString(s.lookup(v[i+1 : i+j]))
-		v = v[i+j+1:]
-	}
-	b.WriteString(v)
-	return b.String()
-}
-
-// expandAll expands words with the variables known, splitting the value
-// of an unquoted expansion into words as the shell does (X="rm -rf /";
-// $X runs rm).
-func (s *scope) expandAll(words []shell.Word) []string {
-	out := make([]string, 0, len(words))
-	for _, w := range words {
-		v := s.expand(w.Value)
-		if w.Splits && v != w.Value {
-			out = append(out, strings.Fields(v)...)
-			continue
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-func (s *scope) assign(w string) {
-	name, val, _ := strings.Cut(w, "=")
-	if strings.HasSuffix(name, "+") || strings.IndexByte(name, '[') >= 0 {
-		name = strings.TrimSuffix(name, "+")
-		if i := strings.IndexByte(name, '['); i > 0 {
-			name = name[:i]
-		}
-		val = string(shell.Unknown)
-	}
-	s.set(name, val)
-}
-
-// builtin applies the effect of cd, export, unset, read … on the scope.
-func (s *scope) builtin(words []string) {
-	args := words[1:]
-	switch words[0] {
-	case "cd", "pushd":
-		for len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' {
-			if args[0] == "--" {
-				args = args[1:]
-				break
-			}
-			args = args[1:]
-		}
-		switch {
-		case len(args) == 0:
-			if words[0] == "cd" {
-				s.cwd = s.lookup("HOME")
-				if strings.IndexByte(s.cwd, shell.Unknown) >= 0 {
-					s.cwd = ""
-				}
-			}
-		case args[0] == "-" || strings.HasPrefix(args[0], "+"):
-			s.cwd = ""
-		default:
-			s.cwd = shell.ResolveDir(args[0], s.cwd)
-		}
-	case "popd":
-		s.cwd = ""
-	case "export", "declare", "typeset", "local", "readonly":
-		for _, a := range args {
-			if !strings.HasPrefix(a, "-") && shell.IsAssignment(a) {
-				s.assign(a)
-			}
-		}
-	case "unset":
-		for _, a := range args {
-			if s.vars != nil {
-				delete(s.vars, a)
-			}
-		}
-	case "read", "mapfile", "readarray", "getopts":
-		for _, a := range args {
-			if shell.IsName(a) {
-				s.set(a, string(shell.Unknown))
-			}
-		}
-	}
-}
-
 type analyser struct {
 	budget int
-	loops  int    // loop bodies still to be judged with a known item
-	top    string // the command being checked
+	// loops is how many more times a body may be read again: a for
+	// loop's body with a known item, a function's body where it is
+	// called.
+	loops  int
+	top    string          // the command being checked
+	active map[string]bool // functions being read at their call
 }
 
 func denied(r *Rule, reason, match string) *Decision {
@@ -264,7 +138,9 @@ const unknownWord = "${__vera_unknown__}"
 
 // source parses and analyses shell code: the command itself (top), or
 // code a command runs (bash -c, eval, a here-document fed to a shell).
-func (a *analyser) source(src string, sc *scope, depth int, top bool) *Decision {
+// Code found by reading another language (bestEffort: awk's system(),
+// a git alias …) is skipped, not refused, when it does not parse.
+func (a *analyser) source(src string, sc *scope, depth int, top, bestEffort bool) *Decision {
 	if depth > maxDepth {
 		return denied(ruleUnparseable, fmt.Sprintf("scripts nested more than %d levels deep (bash -c, eval, …) cannot be judged", maxDepth), src)
 	}
@@ -273,6 +149,9 @@ func (a *analyser) source(src string, sc *scope, depth int, top bool) *Decision 
 	}
 	s, err := shell.Parse(src)
 	if err != nil {
+		if bestEffort {
+			return nil
+		}
 		detail := strings.TrimPrefix(err.Error(), shell.ErrSyntax.Error()+": ")
 		why := "not valid shell syntax (" + detail + "): bash would refuse it too, and a script understood only in part cannot be judged"
 		if errors.Is(err, shell.ErrTooDeep) {
@@ -299,8 +178,14 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 			}
 		}
 	}
+	return a.cmds(s, 0, len(s.Cmds), sc, depth)
+}
+
+// cmds analyses the commands s.Cmds[lo:hi] in order.
+func (a *analyser) cmds(s *shell.Script, lo, hi int, sc *scope, depth int) *Decision {
 	var saved []*scope
-	for i, c := range s.Cmds {
+	for i := lo; i < hi; i++ {
+		c := s.Cmds[i]
 		switch c.Kind {
 		case shell.SubshellOpen:
 			saved = append(saved, sc)
@@ -311,6 +196,24 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 				sc = saved[len(saved)-1]
 				saved = saved[:len(saved)-1]
 			}
+		case shell.FuncDef:
+			// The body is read where the function is defined, with its
+			// parameters unknown and in a copy of the scope (its cd does
+			// not leak), and again where it is called.
+			end := min(hi, i+1+c.Body)
+			if len(c.Words) > 0 {
+				if sc.funcs == nil {
+					sc.funcs = make(map[string]*shell.Script)
+				}
+				sc.funcs[c.Words[0].Value] = &shell.Script{Src: s.Src, Cmds: s.Cmds[i+1 : end]}
+			}
+			child := sc.clone()
+			child.posKnown, child.pos = false, nil
+			if d := a.cmds(s, i+1, end, child, depth); d != nil {
+				return d
+			}
+			i = end - 1
+			continue
 		}
 		// Substitutions run before the command that contains them; their
 		// cd and assignments stay inside them.
@@ -348,9 +251,10 @@ func (a *analyser) script(s *shell.Script, sc *scope, depth int) *Decision {
 }
 
 // maxLoopItems bounds how many items of a for loop its body is judged
-// with, and maxLoopBodies how many such judgements one command gets in
-// all (nested loops multiply them). Past either, the loop is read with
-// its variable unknown only, as any loop over unknown items is.
+// with, and maxLoopBodies how many such judgements (and function bodies
+// read where they are called) one command gets in all (nested loops
+// multiply them). Past either, the loop is read with its variable
+// unknown only, as any loop over unknown items is.
 const (
 	maxLoopItems  = 8
 	maxLoopBodies = 32
@@ -392,6 +296,28 @@ func (a *analyser) loopItems(s *shell.Script, i int, h *shell.Cmd, sc *scope, de
 	return nil
 }
 
+// call reads the body of a function where it is called, in the caller's
+// scope (its cd and assignments persist) with the call's arguments as
+// its parameters. Recursion is not followed.
+func (a *analyser) call(name string, body *shell.Script, args []string, sc *scope, depth int) *Decision {
+	if a.loops <= 0 || a.active[name] {
+		return nil
+	}
+	a.loops--
+	if a.active == nil {
+		a.active = make(map[string]bool)
+	}
+	a.active[name] = true
+	pos, posKnown, arg0 := sc.pos, sc.posKnown, sc.arg0
+	sc.setParams(append([]string{arg0}, args...))
+	budget := a.budget
+	d := a.script(body, sc, depth)
+	a.budget = budget
+	sc.pos, sc.posKnown, sc.arg0 = pos, posKnown, arg0
+	delete(a.active, name)
+	return d
+}
+
 // redirs returns c's redirections with their targets expanded.
 func (a *analyser) redirs(c *shell.Cmd, sc *scope) []redir {
 	out := make([]redir, 0, len(c.Redirs))
@@ -401,28 +327,172 @@ func (a *analyser) redirs(c *shell.Cmd, sc *scope) []redir {
 	return out
 }
 
+// procFiles names the process substitutions <( … ) of c's words whose
+// output is visible (echo, printf, cat of a here-document) /dev/fd/N, as
+// bash does, and returns the words with those names and the files'
+// contents: a shell or source reading one runs that code.
+func procFiles(c *shell.Cmd, sc *scope) ([]shell.Word, map[string]string) {
+	var files map[string]string
+	words := c.Words
+	for k, w := range c.Words {
+		if w.Proc == nil || w.ProcOut || strings.Count(w.Value, string(shell.Unknown)) != 1 {
+			continue
+		}
+		out, ok := shell.Printed(w.Proc, func(w shell.Word) string { return sc.expand(w.Value) })
+		if !ok {
+			continue
+		}
+		if files == nil {
+			files = make(map[string]string)
+			words = slices.Clone(c.Words)
+		}
+		name := "/dev/fd/" + strconv.Itoa(63-len(files))
+		files[name] = out
+		words[k].Value = strings.Replace(w.Value, string(shell.Unknown), name, 1)
+	}
+	return words, files
+}
+
 // simple analyses one simple command.
 func (a *analyser) simple(c *shell.Cmd, sc *scope, depth int) *Decision {
-	words := sc.expandAll(c.Words)
+	cwords, files := procFiles(c, sc)
+	words := sc.expandAll(cwords)
 	n := 0
 	for n < len(words) && shell.IsAssignment(words[n]) {
 		n++
 	}
+	// env is what the command sees: the scope with its own assignments
+	// (CDPATH=/ cd etc).
+	env := sc
+	argv := words // with its own assignments, which Unwrap reads
 	if n == len(words) {
-		for _, w := range words {
-			sc.assign(w)
-		}
-		words = nil
+		a.assignAll(cwords, words, sc)
+		words, argv = nil, nil
 	} else {
+		if n > 0 {
+			env = sc.clone()
+			for _, w := range words[:n] {
+				env.assign(w, nil, false)
+			}
+		}
 		words = words[n:]
 	}
-	ctx := shell.Context{Dir: sc.cwd}
+	ctx := shell.Context{Dir: sc.cwd, Files: files}
 	ctx.Stdin, ctx.HasStdin = stdinOf(c, sc)
-	redirs := a.redirs(c, sc)
-	if len(words) > 0 {
-		sc.builtin(words)
+	if !ctx.HasStdin && sc.hasStdin && c.PipeFrom == nil && !redirectsStdin(c) {
+		ctx.Stdin, ctx.HasStdin = sc.stdin, true // the script's own standard input
 	}
-	return a.run(words, redirs, ctx, c, c.Raw, sc, depth)
+	redirs := a.redirs(c, sc)
+	var fn *shell.Script
+	alias, used := "", []string(nil)
+	if len(words) > 0 {
+		fn = sc.funcs[words[0]]
+		if k := firstCommandWord(cwords); k >= 0 && !cwords[k].Quoted && cwords[k].Value == words[0] {
+			alias, used = expandAliases(words, sc)
+		}
+		bw := words
+		for len(bw) > 1 && (bw[0] == "builtin" || bw[0] == "command") {
+			bw = bw[1:]
+		}
+		switch bw[0] {
+		case "declare", "typeset", "local", "readonly", "export":
+			a.assignAll(cwords, bw, sc)
+		default:
+			sc.builtin(bw, env, ctx.Stdin, ctx.HasStdin)
+		}
+	}
+	if d := a.run(argv, redirs, ctx, c, c.Raw, sc, depth); d != nil {
+		return d
+	}
+	if alias != "" {
+		// An alias defined earlier in the command line: its text
+		// replaces the command word (bash expands aliases only with
+		// expand_aliases, but the line shows what it is meant to run).
+		// As in bash, an alias is not expanded again in its own text.
+		hidden := make(map[string]string, len(used))
+		for _, u := range used {
+			hidden[u] = sc.aliases[u]
+			delete(sc.aliases, u)
+		}
+		d := a.source(alias, sc, depth+1, false, false)
+		for u, text := range hidden {
+			if sc.aliases == nil {
+				sc.aliases = make(map[string]string)
+			}
+			sc.aliases[u] = text
+		}
+		if d != nil {
+			return d
+		}
+	}
+	if fn != nil {
+		return a.call(words[0], fn, words[1:], sc, depth)
+	}
+	return nil
+}
+
+// assignAll applies the assignments of an assignment-only command or a
+// declaration (declare, local, export …), arrays included.
+func (a *analyser) assignAll(cwords []shell.Word, words []string, sc *scope) {
+	arrays := map[string][]string{}
+	for _, w := range cwords {
+		if w.Elems != nil {
+			name, _, _ := strings.Cut(w.Value, "=")
+			arrays[strings.TrimSuffix(name, "+")] = sc.expandAll(w.Elems)
+		}
+	}
+	for _, w := range words {
+		if strings.HasPrefix(w, "-") || !shell.IsAssignment(w) {
+			continue
+		}
+		name, _, _ := strings.Cut(w, "=")
+		elems, isArray := arrays[strings.TrimSuffix(name, "+")]
+		sc.assign(w, elems, isArray)
+	}
+}
+
+// firstCommandWord returns the index of the first word that is not an
+// assignment, or -1.
+func firstCommandWord(words []shell.Word) int {
+	for k, w := range words {
+		if !shell.IsAssignment(w.Value) {
+			return k
+		}
+	}
+	return -1
+}
+
+// expandAliases returns the command line an alias defined earlier makes
+// of words: its text for the command word, then for the next word too
+// when the text ends in a blank (alias s='sudo '); "" when the command
+// word is no alias. used are the aliases expanded.
+func expandAliases(words []string, sc *scope) (line string, used []string) {
+	if len(sc.aliases) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	seen := map[string]bool{}
+	i := 0
+	for i < len(words) && len(seen) < 8 {
+		text, ok := sc.aliases[words[i]]
+		if !ok || seen[words[i]] {
+			break
+		}
+		seen[words[i]] = true
+		used = append(used, words[i])
+		b.WriteString(text)
+		i++
+		if !strings.HasSuffix(text, " ") && !strings.HasSuffix(text, "\t") {
+			break
+		}
+	}
+	if i == 0 {
+		return "", nil
+	}
+	for _, w := range words[i:] {
+		b.WriteString(" " + shell.Quote(w))
+	}
+	return b.String(), used
 }
 
 // stdinOf returns what c reads on standard input when the command line
@@ -444,13 +514,20 @@ func redirectsStdin(c *shell.Cmd) bool {
 // run unwraps argv, applies the rules to the command that finally runs
 // and analyses the code and commands it runs in turn.
 func (a *analyser) run(argv []string, redirs []redir, ctx shell.Context, c *shell.Cmd, raw string, sc *scope, depth int) *Decision {
+	ctx.GitAliases = sc.gitAliases
 	u := shell.Unwrap(argv, ctx)
+	if name, val, ok := shell.GitAlias(u.Name, u.Args); ok && len(sc.gitAliases) < maxArray {
+		if sc.gitAliases == nil {
+			sc.gitAliases = make(map[string]string)
+		}
+		sc.gitAliases[name] = val
+	}
 	if len(u.Wrappers) >= maxWrappers {
 		return denied(ruleUnparseable, fmt.Sprintf("%d or more wrappers (sudo, env, nice …) around one command cannot be judged", maxWrappers), raw)
 	}
 	inv := &invocation{
 		name: u.Name, args: u.Args, redirs: redirs, stdin: u.Stdin, hasStdin: u.HasStdin, cwd: u.Dir,
-		cmd: c, scripts: u.Scripts,
+		cmd: c, scripts: u.Scripts, writes: u.Writes,
 	}
 	if in, ok := shell.InlineCode(u.Name, u.Args, u.Context); ok {
 		inv.inline = &in
@@ -464,12 +541,27 @@ func (a *analyser) run(argv []string, redirs []redir, ctx shell.Context, c *shel
 		}
 	}
 	for _, n := range u.Scripts {
+		// The code reads what the command reads, unless that is the
+		// code itself (bash <<< 'code').
+		in, hasIn := u.Stdin, u.HasStdin && n.Src != u.Stdin
 		child := sc
 		if !n.Same {
 			child = sc.clone()
 			child.cwd = u.Dir
+			child.setParams(n.Args)
+			for _, e := range u.Env {
+				child.assign(e, nil, false)
+			}
+		} else {
+			for _, e := range u.Env {
+				sc.assign(e, nil, false) // X=1 eval …: seen by the code
+			}
 		}
-		if d := a.source(n.Src, child, depth+1, false); d != nil {
+		saved, savedHas := child.stdin, child.hasStdin
+		child.stdin, child.hasStdin = in, hasIn
+		d := a.source(n.Src, child, depth+1, false, n.BestEffort)
+		child.stdin, child.hasStdin = saved, savedHas
+		if d != nil {
 			return d
 		}
 	}
@@ -536,6 +628,7 @@ type invocation struct {
 
 	cmd     *shell.Cmd     // the simple command as written
 	scripts []shell.Nested // shell code it runs
+	writes  []string       // files its own script writes (sed w, awk print >)
 	inline  *shell.Inline  // an interpreter's program, if name is one
 }
 

@@ -611,16 +611,31 @@ func isNameChar(c byte) bool {
 // value that is not known (a variable set elsewhere, $(…)) never names
 // it.
 func (inv *invocation) names(arg, target string) bool {
+	if strings.IndexByte(arg, '{') < 0 {
+		return inv.namesOne(arg, target)
+	}
 	for _, alt := range braceExpand(arg) {
-		abs, ok := inv.abs(alt)
-		if !ok {
-			continue
-		}
-		if abs == target || ((shell.HasGlob(abs) || extGlob.MatchString(abs)) && globMatch(abs, target)) {
+		if inv.namesOne(alt, target) {
 			return true
 		}
 	}
 	return false
+}
+
+// namesOne is names for a word without brace lists.
+func (inv *invocation) namesOne(arg, target string) bool {
+	if arg == "" {
+		return false
+	}
+	if b := path.Base(arg); b != path.Base(target) && b != "." && b != ".." && b != "/" && !strings.ContainsAny(arg, "*?[(") {
+		return false // another file name, and no pattern: not it
+	}
+	abs, ok := inv.abs(arg)
+	if !ok {
+		return false
+	}
+	pattern := shell.HasGlob(abs) || strings.IndexByte(abs, '(') >= 0 && extGlob.MatchString(abs)
+	return abs == target || pattern && globMatch(abs, target)
 }
 
 // extGlob matches bash's extended glob groups: ?(…) *(…) +(…) @(…) !(…).
