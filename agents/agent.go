@@ -359,6 +359,6 @@ const answerReadSuffix = "-answer"
 // file of the submit of an agent step: req-s0007-answer.
 func AnswerRequestID(step int) string { return RequestID(step) + answerReadSuffix }
 
-// isAnswerRead reports whether an agent request id is an answer file's
+// IsAnswerRead reports whether an agent request id is an answer file's
 // read.
-func isAnswerRead(requestID string) bool { return strings.HasSuffix(requestID, answerReadSuffix) }
+func IsAnswerRead(requestID string) bool { return strings.HasSuffix(requestID, answerReadSuffix) }

@@ -189,14 +189,15 @@ func TestForkReproducesPrefixThenGoesLive(t *testing.T) {
 		}
 	}
 
-	// The fork's /work holds the prefix's files, then its own.
+	// The fork's /work (its run dir's work/) holds the prefix's files,
+	// then its own.
 	for name, want := range map[string]string{"a.txt": "alpha\n", "b.txt": "alpha\n", "c.txt": "gamma\n"} {
-		got, err := os.ReadFile(filepath.Join(forkWork, name))
+		got, err := os.ReadFile(filepath.Join(forkWork, "work", name))
 		if err != nil || string(got) != want {
 			t.Errorf("fork's %s = %q (%v), want %q", name, got, err, want)
 		}
 	}
-	if got, _ := os.ReadFile(filepath.Join(root, "work-orig", "b.txt")); string(got) != "alpha\nbeta\n" {
+	if got, _ := os.ReadFile(filepath.Join(root, "work-orig", "work", "b.txt")); string(got) != "alpha\nbeta\n" {
 		t.Errorf("original's b.txt = %q", got)
 	}
 	h.model.AssertNoMisses(t)

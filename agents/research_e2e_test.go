@@ -308,7 +308,7 @@ func TestResearchEndToEnd(t *testing.T) {
 			t.Errorf("%d tool requests, want 3 (the stopped write never ran)", n)
 		}
 		// The writes really ran in the sandbox, the stopped one did not.
-		data, err := os.ReadFile(filepath.Join(finalWork, "output", "final_report.md"))
+		data, err := os.ReadFile(filepath.Join(finalWork, "work", "output", "final_report.md"))
 		if err != nil || string(data) != "Widget 8: 4 cores, 8 GB RAM (ev_0001)\n" {
 			t.Errorf("final_report.md = %q (%v), want the write of step 4", data, err)
 		}

@@ -393,7 +393,7 @@ func TestAnswerFileReadSurvivesARestart(t *testing.T) {
 	release := make(chan struct{})
 	answer := h.answerFiles(map[string]string{file: content})
 	h.tools(func(req catalog.ToolRequested) catalog.ToolFinished {
-		if isAnswerRead(req.RequestID) {
+		if IsAnswerRead(req.RequestID) {
 			<-release
 		}
 		return answer(req)

@@ -371,7 +371,7 @@ func (v *runView) notesSplit(since int) (pinned, recent string) {
 // answer files are left out: they run in a fresh shell of their own.
 func (v *runView) shellEnv() (cwd string, env map[string]string, shellState string) {
 	for _, id := range v.order {
-		if isAnswerRead(id) {
+		if IsAnswerRead(id) {
 			continue
 		}
 		r := v.results[id].data

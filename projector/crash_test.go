@@ -32,7 +32,7 @@ func TestKillBetweenAppends(t *testing.T) {
 			return f.Handle(ctx, &bus.Message{Event: evs[i], Raw: raw, Subject: "x", Sequence: uint64(i + 1), Delivered: 1})
 		}
 		root := func(string) (string, bool) { return dir, true }
-		f := &Files{cfg: FilesConfig{Root: root}}
+		f := &Files{cfg: FilesConfig{Root: root, StateDir: testStateDir}}
 		for i := 0; i < k; i++ {
 			if err := handle(f, i); err != nil {
 				t.Fatalf("k=%d event %d: %v", k, i, err)
@@ -57,7 +57,7 @@ func TestKillBetweenAppends(t *testing.T) {
 		}
 		// Restart: new memory, event k redelivered, then the rest; and a
 		// second redelivery of everything changes nothing.
-		f = &Files{cfg: FilesConfig{Root: root}}
+		f = &Files{cfg: FilesConfig{Root: root, StateDir: testStateDir}}
 		for i := k; i < len(evs); i++ {
 			if err := handle(f, i); err != nil {
 				t.Fatalf("k=%d event %d after restart: %v", k, i, err)
@@ -66,7 +66,7 @@ func TestKillBetweenAppends(t *testing.T) {
 				checkLines(t, dir)
 			}
 		}
-		f = &Files{cfg: FilesConfig{Root: root}}
+		f = &Files{cfg: FilesConfig{Root: root, StateDir: testStateDir}}
 		for i := range evs {
 			if err := handle(f, i); err != nil {
 				t.Fatal(err)

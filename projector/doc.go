@@ -1,5 +1,6 @@
-// Package projector holds VERA's read models: the files of each run's work
-// dir and the Prometheus metrics, all rebuilt from the VERA stream alone.
+// Package projector holds VERA's read models: the files of each run's
+// directory and the Prometheus metrics, all rebuilt from the VERA stream
+// alone.
 //
 // # Files
 //
@@ -42,13 +43,28 @@
 // is still in trace.jsonl and the projector logs it); bad input never stops
 // the projector.
 //
+// # Where the files go
+//
+// Into each run's directory (the work_dir of its task), beside the
+// sandbox's tree work/ (the container's /work), never into it: the
+// projector opens a run dir only under FilesConfig.Roots (the deployment's
+// run roots, the same as sandboxd's) and only if it is new, empty or the
+// run's own (package internal/rundir), making or claiming it as the run's;
+// every file in it is opened without following a link and without
+// blocking (O_NOFOLLOW|O_NONBLOCK) and accepted only as a regular file of
+// the projector's user. A run whose work_dir is refused is not projected
+// (its events stay on the stream; the projector logs it once and counts it,
+// Files.Refused). Files are 0600 in a 0700 run dir.
+//
 // # Live projection and crash safety
 //
 // [Files.Run] is the durable consumer "projector-files". Per run it keeps a
-// state file .vera-projection.json in the work dir (written to a temporary
-// file, fsynced and renamed; losing the rename to a crash only means
-// resuming from an older state, which is safe) holding the last projected stream sequence and
-// the size of every file after it. For each event it:
+// state, <run_id>.json in FilesConfig.StateDir (DATA_DIR/projector; never
+// in the run dir, where it would be input the projector trusts), written
+// to a temporary file, fsynced and renamed (losing the rename to a crash
+// only means resuming from an older state, which is safe), holding the run
+// dir, the last projected stream sequence and the size of every file after
+// it. For each event it:
 //
 //  1. skips it when its sequence is not above the recorded one (redelivery,
 //     restart, a deleted and recreated consumer);
@@ -57,12 +73,14 @@
 //     twice and never torn;
 //  3. appends the event's lines, fsyncs each file, then saves the state.
 //
-// When the state is missing, belongs to another run, or a file is shorter
-// than recorded, the run is rebuilt from the stream ([Files.Rebuild]: every
-// file written to a temporary file, fsynced and renamed, then the state).
-// A handler error (disk full...) marks the run dirty: the next event of the
-// run rebuilds it first, so an event redelivered after later ones were
-// projected is never lost.
+// When the state is missing, belongs to another run or directory, or a
+// file is shorter than recorded (or is not a regular file of the
+// projector's), the run is rebuilt from the stream ([Files.Rebuild]'s
+// path: every file written to a temporary file in the run dir, fsynced and
+// renamed over whatever had its name, then the state). A handler error
+// (disk full...) marks the run dirty: the next event of the run rebuilds it
+// first, so an event redelivered after later ones were projected is never
+// lost.
 //
 // # Metrics
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/component"
+	"github.com/vera-run/vera/internal/rundir"
 )
 
 // testHookAfterAppend, set by tests only, runs after each file append of
@@ -28,14 +29,26 @@ var testHookAfterAppend func(file string) error
 // component.Durable(catalog.ComponentProjector, "files").
 const FilesDurable = "projector-files"
 
-// FilesConfig is the configuration of the file projector; the zero value
-// works.
+// FilesConfig is the configuration of the file projector. The zero value
+// works but projects no run from the stream (it has no Roots): give it
+// the roots runs may use, as sandboxd has.
 type FilesConfig struct {
 	// Logger defaults to slog.Default() (component.Logger).
 	Logger *slog.Logger
-	// Root maps a run to the directory its files go to. Nil, or ok false,
-	// means the work_dir of the run's vera.task.submitted (or
-	// vera.run.started) event.
+	// Roots are the directories under which a run's work_dir (the run
+	// dir) may lie: the operator's, the same as sandboxd's work roots. A
+	// run whose work_dir is elsewhere, or is not a directory VERA may use
+	// (package rundir), is not projected; the projector says so once.
+	Roots []string
+	// StateDir keeps each run's projection state (how far its files have
+	// got), DATA_DIR/projector in vera up; never a directory the sandbox
+	// can write. "" keeps it in memory: after a restart, a run's next
+	// event rebuilds its files from the stream.
+	StateDir string
+	// Root maps a run to a directory the operator named for its files (a
+	// replay's output), taken as trusted. Nil, or ok false, means the
+	// work_dir of the run's vera.task.submitted (or vera.run.started)
+	// event, under Roots.
 	Root func(runID string) (workDir string, ok bool)
 	// Concurrency is the number of runs projected in parallel; default 4.
 	Concurrency int
@@ -52,19 +65,30 @@ func (c *FilesConfig) SetDefaults() error {
 		c.Durable = FilesDurable
 	}
 	c.Logger = component.Logger(c.Logger, catalog.ComponentProjector)
+	if c.StateDir != "" {
+		if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+			return fmt.Errorf("projector: state dir: %w", err)
+		}
+	}
 	return nil
 }
 
 // Files projects every run's files into its work dir.
 type Files struct {
-	bus *bus.Bus
-	cfg FilesConfig
+	bus   *bus.Bus
+	cfg   FilesConfig
+	roots *rundir.Roots
 
 	mu   sync.Mutex
 	runs map[string]*runFiles
 
-	gaps atomic.Int64 // runs rebuilt for a missing event (see checkProjected)
+	gaps    atomic.Int64 // runs rebuilt for a missing event (see checkProjected)
+	refused atomic.Int64 // runs not projected: their work_dir was refused
 }
+
+// Refused is the number of runs the projector did not project because
+// their work_dir is not a directory VERA may use.
+func (f *Files) Refused() int64 { return f.refused.Load() }
 
 // GapsRepaired is the number of times the projector found an event of a
 // run missing from its files (delivered after a later one of the run) and
@@ -81,7 +105,11 @@ func NewFiles(b *bus.Bus, cfg FilesConfig) (*Files, error) {
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
-	return &Files{bus: b, cfg: cfg}, nil
+	roots, err := rundir.NewRoots(cfg.Roots...)
+	if err != nil {
+		return nil, fmt.Errorf("projector: %w", err)
+	}
+	return &Files{bus: b, cfg: cfg, roots: roots}, nil
 }
 
 // Name is catalog.ComponentProjector.
@@ -94,18 +122,24 @@ func (f *Files) Consumes() []string { return catalog.ConsumedBy(catalog.Componen
 // Produces is empty: the projector writes files, not events.
 func (f *Files) Produces() []string { return catalog.ProducedBy(catalog.ComponentProjector) }
 
-// projState is the content of StateFile.
+// projState is how far a run's projection has got: kept in
+// FilesConfig.StateDir as <run_id>.json, never in the run dir.
 type projState struct {
-	RunID   string           `json:"run_id"`
+	RunID string `json:"run_id"`
+	// Dir is the run dir the state describes: a state of another dir is
+	// not believed.
+	Dir     string           `json:"dir"`
 	LastSeq uint64           `json:"last_seq"`
 	Sizes   map[string]int64 `json:"sizes"`
 }
 
 type runFiles struct {
-	dir   string
-	state *projState // nil: not loaded yet
-	dirty bool       // a failure left files and state possibly apart
-	buf   []byte
+	dir    *rundir.Dir // nil when refused
+	refuse error       // why the run is not projected
+	state  *projState  // nil: not loaded yet
+	dirty  bool        // a failure left files and state possibly apart
+	busy   int         // handlers using it (Files.mu)
+	buf    []byte
 }
 
 func (f *Files) log() *slog.Logger {
@@ -125,38 +159,44 @@ func (f *Files) Run(ctx context.Context) error {
 // it in stream order by one goroutine at a time (bus.Consume does so).
 func (f *Files) Handle(ctx context.Context, m *bus.Message) error {
 	ev := &m.Event
-	rf, err := f.run(ctx, ev)
+	rf, err := f.acquire(ctx, ev)
 	if err != nil {
 		return err
 	}
 	if rf == nil {
 		return nil // no work dir known: nothing to project into
 	}
+	defer f.release(ev.RunID, rf, ev.Type == catalog.TypeRunFinished)
+	if rf.dir == nil {
+		return nil // refused (logged once)
+	}
 	if err := f.apply(ctx, rf, ev, m.Raw, m.Sequence); err != nil {
 		rf.dirty = true
 		return err
 	}
-	if ev.Type == catalog.TypeRunFinished {
-		// Nothing is held open; forget the cached state (it is on disk).
-		f.mu.Lock()
-		delete(f.runs, ev.RunID)
-		f.mu.Unlock()
-	}
 	return nil
 }
 
-// run returns the projection state of ev's run, resolving its work dir.
-func (f *Files) run(ctx context.Context, ev *bus.Event) (*runFiles, error) {
+// maxOpenRuns bounds the runs whose directory the projector keeps open
+// (and whose refusal it remembers): past it, idle ones are closed. A
+// closed run's next event opens its directory again and resumes from its
+// state (or, without a StateDir, rebuilds it from the stream).
+const maxOpenRuns = 256
+
+// acquire returns the projection state of ev's run, opening its run dir
+// when it is not open, and marks it in use.
+func (f *Files) acquire(ctx context.Context, ev *bus.Event) (*runFiles, error) {
 	f.mu.Lock()
 	if f.runs == nil {
 		f.runs = map[string]*runFiles{}
 	}
-	rf := f.runs[ev.RunID]
-	f.mu.Unlock()
-	if rf != nil {
+	if rf := f.runs[ev.RunID]; rf != nil {
+		rf.busy++
+		f.mu.Unlock()
 		return rf, nil
 	}
-	dir, ok, err := f.workDir(ctx, ev)
+	f.mu.Unlock()
+	path, trusted, ok, err := f.workDir(ctx, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -164,36 +204,83 @@ func (f *Files) run(ctx context.Context, ev *bus.Event) (*runFiles, error) {
 		f.log().Warn("projector: run has no work dir; not projected", "run", ev.RunID, "type", ev.Type, "id", ev.ID)
 		return nil, nil
 	}
-	rf = &runFiles{dir: dir}
+	rf := &runFiles{}
+	if trusted {
+		rf.dir, err = rundir.OpenTrusted(path, true)
+	} else {
+		rf.dir, err = rundir.Open(f.roots, path, ev.RunID, true)
+	}
+	if errors.Is(err, rundir.ErrRefused) {
+		// Not a directory VERA may write: the run's events stay on the
+		// stream (and in every export); its files are not made.
+		f.refused.Add(1)
+		f.log().Warn("projector: the run's work dir is refused; its files are not projected", "run", ev.RunID, "work_dir", path, "err", err)
+		rf.refuse, rf.dir = err, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("projector: open the run dir of %s: %w", ev.RunID, err)
+	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if have := f.runs[ev.RunID]; have != nil {
+		rf.dir.Close()
+		have.busy++
+		return have, nil
+	}
+	rf.busy = 1
 	f.runs[ev.RunID] = rf
-	f.mu.Unlock()
 	return rf, nil
 }
 
-func (f *Files) workDir(ctx context.Context, ev *bus.Event) (string, bool, error) {
+// release ends a use of rf; a finished run is forgotten (its directory
+// closed, its state on disk), and past maxOpenRuns idle runs are.
+func (f *Files) release(runID string, rf *runFiles, finished bool) {
+	var closing []*rundir.Dir
+	f.mu.Lock()
+	rf.busy--
+	if finished && rf.busy == 0 && f.runs[runID] == rf {
+		delete(f.runs, runID)
+		closing = append(closing, rf.dir)
+	}
+	for id, other := range f.runs {
+		if len(f.runs) <= maxOpenRuns {
+			break
+		}
+		if other.busy == 0 && !other.dirty {
+			delete(f.runs, id)
+			closing = append(closing, other.dir)
+		}
+	}
+	f.mu.Unlock()
+	for _, d := range closing {
+		d.Close()
+	}
+}
+
+// workDir finds the directory of ev's run: the Root hook's (trusted), or
+// the work_dir its task named.
+func (f *Files) workDir(ctx context.Context, ev *bus.Event) (dir string, trusted, ok bool, err error) {
 	if f.cfg.Root != nil {
 		if d, ok := f.cfg.Root(ev.RunID); ok {
-			return d, true, nil
+			return d, true, true, nil
 		}
 	}
 	if d := workDirOf(ev); d != "" {
-		return d, true, nil
+		return d, false, true, nil
 	}
 	if f.bus == nil {
-		return "", false, nil
+		return "", false, false, nil
 	}
 	for rec, err := range f.bus.Read(ctx, bus.ReadOptions{RunID: ev.RunID, Types: []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted}}) {
 		if err != nil {
-			return "", false, err
+			return "", false, false, err
 		}
 		if rec.Err == nil {
 			if d := workDirOf(&rec.Event); d != "" {
-				return d, true, nil
+				return d, false, true, nil
 			}
 		}
 	}
-	return "", false, nil
+	return "", false, false, nil
 }
 
 func workDirOf(ev *bus.Event) string {
@@ -238,7 +325,7 @@ func (f *Files) checkProjected(ctx context.Context, rf *runFiles, ev *bus.Event,
 	if f.bus == nil {
 		return nil
 	}
-	found, err := inTrace(filepath.Join(rf.dir, FileTrace), ev, raw)
+	found, err := inTrace(rf.dir, ev, raw)
 	if err != nil {
 		return fmt.Errorf("projector: look for %s (seq %d) in the trace of run %s: %w", ev.ID, seq, ev.RunID, err)
 	}
@@ -256,8 +343,8 @@ func (f *Files) checkProjected(ctx context.Context, rf *runFiles, ev *bus.Event,
 	return nil
 }
 
-// inTrace reports whether trace.jsonl at path has ev's line.
-func inTrace(path string, ev *bus.Event, raw []byte) (bool, error) {
+// inTrace reports whether the run dir's trace.jsonl has ev's line.
+func inTrace(dir *rundir.Dir, ev *bus.Event, raw []byte) (bool, error) {
 	var want []byte
 	if err := RenderEvent(ev, raw, func(file string, line []byte) {
 		if file == FileTrace {
@@ -266,7 +353,7 @@ func inTrace(path string, ev *bus.Event, raw []byte) (bool, error) {
 	}); err != nil && want == nil {
 		return false, err
 	}
-	fh, err := os.Open(path)
+	fh, err := dir.OpenFile(FileTrace, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -293,16 +380,16 @@ func inTrace(path string, ev *bus.Event, raw []byte) (bool, error) {
 // not loaded or a failure left it in doubt.
 func (f *Files) load(ctx context.Context, rf *runFiles, ev *bus.Event) error {
 	if rf.state == nil || rf.dirty {
-		st, ok := readState(rf.dir)
+		st, ok := f.readState(ev.RunID)
+		if ok && st.Dir != rf.dir.Path() {
+			ok = false // the state of another directory
+		}
 		switch {
 		case ok && st.RunID == ev.RunID && !rf.dirty && repair(rf.dir, st) == nil:
 			rf.state = st
 		case !ok && ev.Type == catalog.TypeTaskSubmitted && noFiles(rf.dir):
 			// The run's first event: start empty.
-			if err := os.MkdirAll(rf.dir, 0o755); err != nil {
-				return err
-			}
-			rf.state = &projState{RunID: ev.RunID, Sizes: map[string]int64{}}
+			rf.state = &projState{RunID: ev.RunID, Dir: rf.dir.Path(), Sizes: map[string]int64{}}
 		default:
 			st, err := f.rebuild(ctx, ev.RunID, rf.dir)
 			if err != nil {
@@ -337,12 +424,12 @@ func (f *Files) applyOne(ctx context.Context, rf *runFiles, ev *bus.Event, raw [
 		f.log().Warn("projector: event data not projected", "run", ev.RunID, "type", ev.Type, "id", ev.ID, "err", err)
 	}
 	rf.buf = buf
-	next := &projState{RunID: st.RunID, LastSeq: seq, Sizes: make(map[string]int64, len(st.Sizes)+2)}
+	next := &projState{RunID: st.RunID, Dir: rf.dir.Path(), LastSeq: seq, Sizes: make(map[string]int64, len(st.Sizes)+2)}
 	for k, v := range st.Sizes {
 		next.Sizes[k] = v
 	}
 	for _, c := range chunks {
-		n, err := appendSynced(filepath.Join(rf.dir, c.file), st.Sizes[c.file], buf[c.from:c.to])
+		n, err := appendSynced(rf.dir, c.file, st.Sizes[c.file], buf[c.from:c.to])
 		if err != nil {
 			return err
 		}
@@ -353,18 +440,19 @@ func (f *Files) applyOne(ctx context.Context, rf *runFiles, ev *bus.Event, raw [
 			}
 		}
 	}
-	if err := writeState(rf.dir, next); err != nil {
+	if err := f.writeState(next); err != nil {
 		return err
 	}
 	rf.state = next
 	return nil
 }
 
-// appendSynced appends data to path, first cutting the file back to size
-// (bytes past it were written by an append whose state was never saved),
-// and fsyncs it. It returns the new size.
-func appendSynced(path string, size int64, data []byte) (int64, error) {
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+// appendSynced appends data to the file name of dir, first cutting it
+// back to size (bytes past it were written by an append whose state was
+// never saved), and fsyncs it. It returns the new size.
+func appendSynced(dir *rundir.Dir, name string, size int64, data []byte) (int64, error) {
+	path := filepath.Join(dir.Path(), name)
+	fh, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE, rundir.FileMode)
 	if err != nil {
 		return 0, err
 	}
@@ -390,9 +478,21 @@ func appendSynced(path string, size int64, data []byte) (int64, error) {
 	return size + int64(len(data)), fh.Close()
 }
 
-func noFiles(dir string) bool {
+// noFiles reports whether no projected file of dir has anything in it
+// (anything in a file's place that is not a regular file counts as
+// something: a rebuild replaces it).
+func noFiles(dir *rundir.Dir) bool {
 	for _, name := range FileNames() {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Size() > 0 {
+		fh, err := dir.OpenFile(name, os.O_RDONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		fi, err := fh.Stat()
+		fh.Close()
+		if err != nil || fi.Size() > 0 {
 			return false
 		}
 	}
@@ -401,37 +501,62 @@ func noFiles(dir string) bool {
 
 // repair cuts every file back to its recorded size (bytes past it come from
 // an append whose state was never saved, possibly a torn line). It fails
-// when a file is shorter than recorded: then only a rebuild helps.
-func repair(dir string, st *projState) error {
+// when a file is shorter than recorded, or is not a regular file of
+// VERA's: then only a rebuild helps.
+func repair(dir *rundir.Dir, st *projState) error {
 	for _, name := range FileNames() {
 		size := st.Sizes[name]
-		path := filepath.Join(dir, name)
-		fi, err := os.Stat(path)
+		fh, err := dir.OpenFile(name, os.O_WRONLY, 0)
 		if errors.Is(err, fs.ErrNotExist) && size == 0 {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if fi.Size() < size {
-			return fmt.Errorf("projector: %s is %d bytes, %d were projected", path, fi.Size(), size)
-		}
-		if fi.Size() > size {
-			if err := os.Truncate(path, size); err != nil {
-				return err
-			}
+		err = cutBack(fh, size)
+		fh.Close()
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func readState(dir string) (*projState, bool) {
-	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+// cutBack truncates an open file to size; a shorter file is an error.
+func cutBack(fh *os.File, size int64) error {
+	fi, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() < size {
+		return fmt.Errorf("projector: %s is %d bytes, %d were projected", fh.Name(), fi.Size(), size)
+	}
+	if fi.Size() > size {
+		return fh.Truncate(size)
+	}
+	return nil
+}
+
+// statePath is where run runID's projection state is kept ("": in
+// memory only).
+func (f *Files) statePath(runID string) string {
+	if f.cfg.StateDir == "" || bus.ValidateRunID(runID) != nil {
+		return ""
+	}
+	return filepath.Join(f.cfg.StateDir, runID+".json")
+}
+
+func (f *Files) readState(runID string) (*projState, bool) {
+	path := f.statePath(runID)
+	if path == "" {
+		return nil, false
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, false
 	}
 	var st projState
-	if json.Unmarshal(data, &st) != nil || st.RunID == "" {
+	if json.Unmarshal(data, &st) != nil || st.RunID != runID {
 		return nil, false
 	}
 	if st.Sizes == nil {
@@ -440,7 +565,11 @@ func readState(dir string) (*projState, bool) {
 	return &st, true
 }
 
-func writeState(dir string, st *projState) error {
+func (f *Files) writeState(st *projState) error {
+	path := f.statePath(st.RunID)
+	if path == "" {
+		return nil
+	}
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -449,14 +578,27 @@ func writeState(dir string, st *projState) error {
 	// and resuming from an older state is safe (files are cut back to its
 	// sizes and the later events projected again); a missing or garbled
 	// state means a rebuild.
-	return writeFileAtomic(filepath.Join(dir, StateFile), false, func(w *bufio.Writer) error {
+	return writeFileAtomic(path, false, func(w *bufio.Writer) error {
 		_, err := w.Write(append(data, '\n'))
 		return err
 	})
 }
 
-// writeFileAtomic writes path through a temporary file in the same
-// directory: write, fsync, rename, and with dirSync fsync the directory.
+// removeState drops run runID's projection state.
+func (f *Files) removeState(runID string) error {
+	path := f.statePath(runID)
+	if path == "" {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// writeFileAtomic writes path (in VERA's own state dir, never a run dir)
+// through a temporary file in the same directory: write, fsync, rename,
+// and with dirSync fsync the directory.
 func writeFileAtomic(path string, dirSync bool, write func(*bufio.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -504,30 +646,53 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Rebuild writes every file of run runID into dir from the stream, each
-// through a temporary file and a rename, and then the projection state, so
-// that the live projector resumes after the last event read.
+// Rebuild writes every file of run runID into dir, a directory the
+// operator named (a replay's output; made when missing), from the stream,
+// each through a temporary file and a rename. It keeps no projection
+// state: a live projector does not resume from it.
 func (f *Files) Rebuild(ctx context.Context, runID, dir string) error {
-	_, err := f.rebuild(ctx, runID, dir)
+	d, err := rundir.OpenTrusted(dir, true)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	_, err = f.renderInto(ctx, runID, d)
 	return err
 }
 
-func (f *Files) rebuild(ctx context.Context, runID, dir string) (*projState, error) {
+// rebuild rebuilds a run's files in its run dir and saves the state, so
+// that the live projector resumes after the last event read.
+func (f *Files) rebuild(ctx context.Context, runID string, dir *rundir.Dir) (*projState, error) {
 	if f.bus == nil {
 		return nil, errors.New("projector: rebuild needs a bus (NewFiles)")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	// Without a state the live projector rebuilds again rather than trust
 	// half-renamed files.
-	if err := os.Remove(filepath.Join(dir, StateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := f.removeState(runID); err != nil {
 		return nil, err
+	}
+	st, err := f.renderInto(ctx, runID, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.writeState(st); err != nil {
+		return nil, err
+	}
+	f.log().Info("projector: run rebuilt", "run", runID, "dir", dir.Path(), "last_seq", st.LastSeq)
+	return st, nil
+}
+
+// renderInto writes every file of the run into dir from the stream,
+// through temporary files renamed into place, and returns the state the
+// files are in.
+func (f *Files) renderInto(ctx context.Context, runID string, dir *rundir.Dir) (*projState, error) {
+	if f.bus == nil {
+		return nil, errors.New("projector: rebuild needs a bus (NewFiles)")
 	}
 	st, tmps, err := f.renderTemps(ctx, runID, dir)
 	defer func() {
 		for _, t := range tmps {
-			os.Remove(t)
+			_ = dir.Remove(t)
 		}
 	}()
 	if err != nil {
@@ -538,29 +703,25 @@ func (f *Files) rebuild(ctx context.Context, runID, dir string) (*projState, err
 			// Nothing feeds this file: the live projection makes a file
 			// only when it first writes to it, and so does a rebuild, so
 			// that both leave the same files.
-			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := dir.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, err
 			}
 			continue
 		}
-		if err := os.Rename(t, filepath.Join(dir, name)); err != nil {
+		if err := dir.Rename(t, name); err != nil {
 			return nil, err
 		}
 		delete(tmps, name)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := dir.Sync(); err != nil {
 		return nil, err
 	}
-	if err := writeState(dir, st); err != nil {
-		return nil, err
-	}
-	f.log().Info("projector: run rebuilt", "run", runID, "dir", dir, "last_seq", st.LastSeq)
 	return st, nil
 }
 
 // renderTemps renders the run into one fsynced temporary file per
-// projected file; it returns them by file name.
-func (f *Files) renderTemps(ctx context.Context, runID, dir string) (*projState, map[string]string, error) {
+// projected file in dir; it returns their names by file name.
+func (f *Files) renderTemps(ctx context.Context, runID string, dir *rundir.Dir) (*projState, map[string]string, error) {
 	type out struct {
 		fh *os.File
 		w  *bufio.Writer
@@ -573,19 +734,20 @@ func (f *Files) renderTemps(ctx context.Context, runID, dir string) (*projState,
 			o.fh.Close()
 		}
 	}()
+	mode := rundir.FileMode
 	for _, name := range FileNames() {
-		fh, err := os.CreateTemp(dir, "."+name+".tmp-*")
+		fh, tmp, err := dir.CreateTemp(name, mode)
 		if err != nil {
 			return nil, tmps, err
 		}
-		tmps[name] = fh.Name()
-		if err := fh.Chmod(0o644); err != nil {
+		tmps[name] = tmp
+		if err := fh.Chmod(mode); err != nil { // past the umask
 			fh.Close()
 			return nil, tmps, err
 		}
 		outs[name] = &out{fh: fh, w: bufio.NewWriterSize(fh, 256<<10)}
 	}
-	st := &projState{RunID: runID, Sizes: map[string]int64{}}
+	st := &projState{RunID: runID, Dir: dir.Path(), Sizes: map[string]int64{}}
 	var werr error
 	emit := func(file string, line []byte) {
 		o := outs[file]

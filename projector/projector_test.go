@@ -22,7 +22,32 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, bustest.LeakIgnores...) }
+// testStateDir keeps the projection state of every Files the tests make
+// with mustFiles, so that a restarted projector finds its state.
+var testStateDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vera-projector-state-")
+	if err != nil {
+		panic(err)
+	}
+	testStateDir = dir
+	defer os.RemoveAll(dir)
+	goleak.VerifyTestMain(m, bustest.LeakIgnores...)
+}
+
+// testState reads the projection state kept for run dir dir, if any.
+func testState(dir string) (*projState, bool) {
+	paths, _ := filepath.Glob(filepath.Join(testStateDir, "*.json"))
+	for _, p := range paths {
+		var st projState
+		data, err := os.ReadFile(p)
+		if err == nil && json.Unmarshal(data, &st) == nil && st.Dir == dir {
+			return &st, true
+		}
+	}
+	return nil, false
+}
 
 func publish(tb testing.TB, b *bus.Bus, evs []bus.Event) {
 	tb.Helper()
@@ -82,12 +107,12 @@ func waitProjected(tb testing.TB, dir string, seq uint64) {
 	tb.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if st, ok := readState(dir); ok && st.LastSeq >= seq {
+		if st, ok := testState(dir); ok && st.LastSeq >= seq {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	st, _ := readState(dir)
+	st, _ := testState(dir)
 	tb.Fatalf("projection of %s did not reach seq %d (state %+v)", dir, seq, st)
 }
 
@@ -230,7 +255,7 @@ func TestRedeliveryWritesNoLineTwice(t *testing.T) {
 	sameFiles(t, "after redelivery", want, readFiles(t, dir))
 
 	// Lose the state file too: the projector rebuilds rather than append.
-	if err := os.Remove(filepath.Join(dir, StateFile)); err != nil {
+	if err := os.Remove(filepath.Join(testStateDir, "run-r.json")); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.JetStream().DeleteConsumer(ctx, bus.StreamName, FilesDurable); err != nil {
@@ -317,9 +342,17 @@ func TestTraceLineFromRawEqualsMarshal(t *testing.T) {
 	}
 }
 
-// mustFiles is NewFiles or the end of the test.
+// mustFiles is NewFiles or the end of the test; by default its runs may
+// lie under the system's temporary directory (where t.TempDir makes
+// them) and its state is kept in testStateDir.
 func mustFiles(tb testing.TB, b *bus.Bus, cfg FilesConfig) *Files {
 	tb.Helper()
+	if cfg.Roots == nil {
+		cfg.Roots = []string{os.TempDir()}
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = testStateDir
+	}
 	f, err := NewFiles(b, cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -25,9 +25,6 @@ const (
 	FileContainerLog    = "container.log"
 	FileContainerEvents = "container_events.log"
 	FileSession         = "session.log"
-
-	// StateFile records how far the live projection of a run has got.
-	StateFile = ".vera-projection.json"
 )
 
 // FileNames lists every projected file, sorted.

@@ -125,9 +125,11 @@ func (e *env) models(b *bus.Bus, override *catalog.ModelConfig) func(catalog.Mod
 	}
 }
 
-// startFiles runs the live file projector.
-func (e *env) startFiles(ctx context.Context) error {
-	e.start(ctx, wiring.Set{Projector: &projector.FilesConfig{}})
+// startFiles runs the live file projector, writing the files of runs
+// whose work dir is workDir (the replay run's, which the operator named
+// or the replay made).
+func (e *env) startFiles(ctx context.Context, workDir string) error {
+	e.start(ctx, wiring.Set{Projector: &projector.FilesConfig{Roots: []string{workDir}}})
 	return nil
 }
 
@@ -152,9 +154,11 @@ func (e *env) startAuditor(ctx context.Context, models func(catalog.ModelConfig)
 	return nil
 }
 
-// startSandbox runs sandboxd.
-func (e *env) startSandbox(ctx context.Context, sb *Sandbox) error {
+// startSandbox runs sandboxd; the replay run's work dir is one of its
+// roots.
+func (e *env) startSandbox(ctx context.Context, sb *Sandbox, workDir string) error {
 	cfg := sb.Config
+	cfg.WorkRoots = append(append([]string(nil), cfg.WorkRoots...), workDir)
 	if cfg.WorkRoot == "" || cfg.SpoolDir == "" {
 		if e.tmp == "" {
 			var err error

@@ -3,7 +3,6 @@ package replay
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -131,20 +130,14 @@ func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// waitProjected waits until the live file projector has projected run
-// runID up to its last stored event.
+// waitProjected waits until the live file projector has projected every
+// stored event of run runID into dir: trace.jsonl has one line per event.
 func waitProjected(tb testing.TB, b *bus.Bus, runID, dir string) {
 	tb.Helper()
-	want := lastSeq(tb, b, runID)
+	want := countEvents(tb, b, runID)
 	waitFor(tb, time.Minute, "the live projection of "+runID, func() bool {
-		data, err := os.ReadFile(filepath.Join(dir, projector.StateFile))
-		if err != nil {
-			return false
-		}
-		var st struct {
-			LastSeq uint64 `json:"last_seq"`
-		}
-		return json.Unmarshal(data, &st) == nil && st.LastSeq == want
+		data, err := os.ReadFile(filepath.Join(dir, projector.FileTrace))
+		return err == nil && bytes.Count(data, []byte("\n")) == want
 	})
 }
 

@@ -84,11 +84,6 @@ func Rebuild(ctx context.Context, b *bus.Bus, runID, dir string, opts RebuildOpt
 	if err := files.Rebuild(ctx, runID, dir); err != nil {
 		return res, fmt.Errorf("rebuild files of run %s: %w", runID, err)
 	}
-	// The state records stream sequences of the bus read here: a live
-	// projector must not trust it.
-	if err := os.Remove(filepath.Join(dir, projector.StateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return res, fmt.Errorf("remove projection state: %w", err)
-	}
 	m := projector.NewMetrics(nil, opts.Logger)
 	for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: runID}) {
 		if err != nil {

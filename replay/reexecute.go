@@ -160,7 +160,7 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 		return r
 	}
 
-	if err := e.startFiles(ctx); err != nil {
+	if err := e.startFiles(ctx, res.WorkDir); err != nil {
 		return nil, err
 	}
 	if err := e.startLogic(ctx, opts.Window); err != nil {
@@ -175,7 +175,7 @@ func Reexecute(ctx context.Context, src *bus.Bus, runID string, opts ReexecuteOp
 		return nil, err
 	}
 	if opts.Sandbox != nil {
-		if err := e.startSandbox(ctx, opts.Sandbox); err != nil {
+		if err := e.startSandbox(ctx, opts.Sandbox, res.WorkDir); err != nil {
 			return nil, err
 		}
 	}

@@ -237,7 +237,7 @@ func TestReexecuteWithSandbox(t *testing.T) {
 	if res.Diverged() || res.Steps != 3 || res.End == nil || res.End.Answer != "42 (ev_0002)" {
 		t.Fatalf("result = %+v", res)
 	}
-	if data, err := os.ReadFile(filepath.Join(res.WorkDir, "sub", "answer.txt")); err != nil || string(data) != "42\n" {
+	if data, err := os.ReadFile(filepath.Join(res.WorkDir, "work", "sub", "answer.txt")); err != nil || string(data) != "42\n" {
 		t.Errorf("the re-executed command's file: %q, %v", data, err)
 	}
 }

@@ -131,7 +131,7 @@ func Reverify(ctx context.Context, src *bus.Bus, runID string, opts ReverifyOpti
 		return nil, err
 	}
 	defer e.close()
-	if err := e.startFiles(ctx); err != nil {
+	if err := e.startFiles(ctx, res.WorkDir); err != nil {
 		return nil, err
 	}
 	if err := e.startLogic(ctx, opts.Window); err != nil {
@@ -142,7 +142,7 @@ func Reverify(ctx context.Context, src *bus.Bus, runID string, opts ReverifyOpti
 			return nil, err
 		}
 		if opts.Sandbox != nil {
-			if err := e.startSandbox(ctx, opts.Sandbox); err != nil {
+			if err := e.startSandbox(ctx, opts.Sandbox, res.WorkDir); err != nil {
 				return nil, err
 			}
 		}

@@ -20,7 +20,7 @@ func TestBoxConfigSafeByDefault(t *testing.T) {
 		t.Fatalf("limits: %+v", host.Resources)
 	}
 	if len(host.Mounts) != 3 || host.Mounts[0].ReadOnly || !host.Mounts[1].ReadOnly || host.Mounts[1].Target != "/input" ||
-		host.Mounts[2].Target != StateMount || host.Mounts[2].Source != "/spool/r/vera-r.state" || host.Mounts[2].ReadOnly {
+		host.Mounts[2].Target != StateMount || host.Mounts[2].Source != "/spool/r/vera-r.state" || !host.Mounts[2].ReadOnly {
 		t.Fatalf("mounts: %+v", host.Mounts)
 	}
 	_, aud := boxConfig(boxSpec{run: "r", role: roleAuditor, work: "/w", user: "1:1", pids: 1})

@@ -76,35 +76,8 @@ type box struct {
 	bash, sh string            // the image's bash and sh, by absolute path (prepareShell)
 	stateDir string            // host directory mounted at StateMount
 	sessions *sessionPool      // the container's persistent sessions
+	work     *workWatch        // the /work watchdog of an agent container (disk.go), nil if none
 	runEnv   map[string]string // variables every command gets (a pool container's VERA_RUN_ID)
-}
-
-// prepareWorkDir creates the work dir and, when the daemon runs as root
-// for another container user, hands the work dir to that user if root
-// owns it (it just created it, or root's own tool made it): otherwise the
-// sandbox could not write to /work. Only the directory itself changes
-// hands, not what is in it.
-func (d *Daemon) prepareWorkDir(work string) error {
-	if _, err := os.Stat(work); err != nil {
-		if err := os.MkdirAll(work, 0o755); err != nil {
-			return fmt.Errorf("create work dir: %w", err)
-		}
-	}
-	uid, gid, ok := numericUser(d.cfg.User)
-	if !ok || os.Geteuid() != 0 || uid == 0 {
-		return nil
-	}
-	st, err := os.Stat(work)
-	if err != nil {
-		return fmt.Errorf("work dir: %w", err)
-	}
-	if owner, known := fileOwner(st); known && owner == 0 {
-		if err := os.Chown(work, uid, gid); err != nil {
-			return fmt.Errorf("hand work dir to %s: %w", d.cfg.User, err)
-		}
-		d.log.Info("work dir handed to the sandbox user", "dir", work, "user", d.cfg.User)
-	}
-	return nil
 }
 
 func numericUser(u string) (uid, gid int, ok bool) {
@@ -153,11 +126,18 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 		return nil, dockerErr("inspect container", err)
 	}
 	if stateSource(info) == "" {
-		// Made by an older sandboxd: its commands' shell state has nowhere
-		// to go. A new container, on the same /work.
-		d.log.Warn("sandbox container has no shell-state mount (made by an older sandboxd); recreating it", "container", name)
+		// Made by an older sandboxd: no shell-state mount (its commands'
+		// shell state has nowhere to go), or a read-write one (its
+		// commands could fill the host's disk through it). A new
+		// container, on the same /work; what the old one wrote into its
+		// state directory goes with it.
+		old, rw, _ := stateMountOf(info)
+		d.log.Warn("sandbox container has no read-only shell-state mount (made by an older sandboxd); recreating it", "container", name, "state_mount_rw", rw)
 		if err := d.docker.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
 			return nil, dockerErr("remove container", err)
+		}
+		if rw {
+			d.removeOldStateDir(old)
 		}
 		if info, bash, sh, err = d.newBox(ctx, rs, r, name); err != nil {
 			return nil, err
@@ -179,6 +159,10 @@ func (d *Daemon) ensureBox(ctx context.Context, rs *runState, r role) (*box, err
 		b.runEnv = map[string]string{"VERA_RUN_ID": rs.id}
 		b.env["VERA_RUN_ID"] = rs.id
 	}
+	if old := rs.boxes[r]; old != nil && old.work != nil {
+		old.work.stop() // the container was restarted or replaced: the new box's watchdog takes over
+	}
+	b.work = d.watchWork(rs, b)
 	rs.boxes[r] = b
 	d.followLogs(b, rs.id)
 	return b, nil
@@ -225,12 +209,12 @@ func (d *Daemon) imageAndNetwork(rs *runState) (image, network string) {
 // one (bash and sh empty: the caller prepares its shell).
 func (d *Daemon) newBox(ctx context.Context, rs *runState, r role, name string) (info container.InspectResponse, bash, sh string, err error) {
 	if r == roleAgent && d.pool != nil {
-		work, input, err := d.admit(rs)
+		dir, input, err := d.admit(rs)
 		if err != nil {
 			return container.InspectResponse{}, "", "", err
 		}
 		if k, ok := d.poolKeyOf(rs, input); ok {
-			if info, pb, ok := d.pool.claim(ctx, rs, k, work, name); ok {
+			if info, pb, ok := d.pool.claim(ctx, rs, k, dir, name); ok {
 				return info, pb.bash, pb.sh, nil
 			}
 		}
@@ -240,11 +224,12 @@ func (d *Daemon) newBox(ctx context.Context, rs *runState, r role, name string) 
 }
 
 func (d *Daemon) createBox(ctx context.Context, rs *runState, r role, name string) (container.InspectResponse, error) {
-	work, input, err := d.admit(rs)
+	_, input, err := d.admit(rs)
 	if err != nil {
 		return container.InspectResponse{}, err
 	}
-	if err := d.prepareWorkDir(work); err != nil {
+	work, err := d.workDir(rs, true)
+	if err != nil {
 		return container.InspectResponse{}, err
 	}
 	img, network := d.imageAndNetwork(rs)
@@ -404,7 +389,10 @@ func boxConfig(s boxSpec) (*container.Config, *container.HostConfig) {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.input, Target: InputMount, ReadOnly: true})
 	}
 	if s.state != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.state, Target: StateMount})
+		// Read-only: the container writes only into the fifos sandboxd
+		// makes there (see stateFifo), so it cannot fill the host's disk
+		// through it.
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.state, Target: StateMount, ReadOnly: true})
 	}
 	init := true
 	pids := s.pids

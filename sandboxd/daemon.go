@@ -17,6 +17,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/component"
+	"github.com/vera-run/vera/internal/rundir"
 	"github.com/vera-run/vera/sandboxd/placement"
 	"github.com/vera-run/vera/sandboxd/policy"
 )
@@ -33,6 +34,7 @@ type Daemon struct {
 	bus    *bus.Bus
 	docker *client.Client
 	log    *slog.Logger
+	roots  *rundir.Roots // WorkRoots: where run dirs may lie
 
 	mu   sync.Mutex
 	runs map[string]*runState
@@ -87,6 +89,15 @@ type runState struct {
 	boxMu sync.Mutex
 	boxes map[role]*box // guarded by boxMu
 
+	// The run's directory (roots.go), opened once: dir, or why it is
+	// refused (dirErr); work, the sandbox's tree in it, held open for the
+	// /work watchdog's walk, and its path (the bind mount's source).
+	dirMu    sync.Mutex
+	dir      *rundir.Dir
+	dirErr   error
+	work     *os.File
+	workPath string
+
 	ctl         sync.Mutex // guards ended, fenced and interrupt, never held long
 	ended       bool
 	fenced      bool // this daemon was fenced while it held the run: nothing more runs on this state
@@ -123,6 +134,11 @@ func New(b *bus.Bus, docker *client.Client, cfg Config) (*Daemon, error) {
 		runs: map[string]*runState{}, following: map[string]bool{}, runOnBus: map[string]*bool{},
 		createSem: make(chan struct{}, cfg.CreateConcurrency), imagesSeen: map[string]time.Time{}, bootstraps: map[string]chan struct{}{},
 	}
+	roots, err := rundir.NewRoots(cfg.WorkRoots...)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxd: work roots: %w", err)
+	}
+	d.roots = roots
 	if cfg.WarmPool > 0 {
 		d.pool = newWarmPool(d, cfg.WarmPool)
 	}
@@ -239,8 +255,12 @@ func (d *Daemon) run(id string) *runState {
 func (d *Daemon) forget(id string) {
 	time.AfterFunc(time.Minute, func() {
 		d.mu.Lock()
+		rs := d.runs[id]
 		delete(d.runs, id)
 		d.mu.Unlock()
+		if rs != nil {
+			rs.closeDir()
+		}
 	})
 }
 
@@ -350,6 +370,7 @@ func (d *Daemon) handleControl(ctx context.Context, m *bus.Message) error {
 	var poolStates []string
 	rs.boxMu.Lock()
 	for _, b := range rs.boxes {
+		b.work.stop() // the run is over: its /work is no longer watched
 		if b.sessions != nil {
 			b.sessions.closeAll()
 		}
@@ -926,6 +947,22 @@ func (d *Daemon) stateNotReported(rs *runState, cause bus.Event, b *box, request
 		Container: b.name, ContainerID: b.id, Action: "vera_state_not_reported", Time: t,
 		Attributes: map[string]string{"request_id": requestID, "exit_code": fmt.Sprint(res.exitCode), "reason": res.stateErr.Error(), "cwd_kept": cwd},
 	}, bus.ReactionTo(cause, "state-not-reported"), bus.WithTime(t))
+}
+
+// maxNotice bounds the notices kept for a run's next result.
+const maxNotice = 8 << 10
+
+// addNotice adds a notice to those kept for the requester's next result
+// (setNotice replaces them); past maxNotice, a new one is dropped.
+func (rs *runState) addNotice(s string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case rs.notice == "":
+		rs.notice = s
+	case len(rs.notice)+len(s) < maxNotice:
+		rs.notice += "; also: " + s
+	}
 }
 
 // withEnv returns env with extra's variables it does not set.

@@ -25,10 +25,35 @@
 // background processes, when the container restarted). In a session a
 // command costs no Docker exec.
 //
+// The state channel: each container has a shell-state directory, a host
+// directory of sandboxd's spool (SpoolDir/<run>/<container>.state, mode
+// 0711, owned by sandboxd) mounted read-only at StateMount. Only sandboxd
+// makes files in it: per command, before the command can start, the fifo
+// its state report is written to (named by the command's nonce in exec
+// mode, by its token in a session; mode 0622) and, in a session, the
+// request file; per session, the session's wake-up, stdout and stderr
+// fifos. The container writes only into those fifos, so its writes go
+// through a pipe to sandboxd, never to the host's disk, and it can
+// neither create, grow nor list anything there. sandboxd reads each
+// report as it is written (keeping at most maxStateBytes, so a writer
+// never waits on it) and ends it when the command has ended (see
+// stateFifo). A container made by an older sandboxd, with no state mount
+// or a read-write one, is recreated on its run's next request, on the
+// same /work.
+//
 // The file tool (tool edit; edittool.go) views and edits files in the
 // run's container, as the sandbox user, with package edit. Disk limits
-// (disk.go): tmpfs scratch mounts, and watchdogs on /work and the
-// writable layer.
+// (disk.go): tmpfs scratch mounts, the read-only state mount, a /work
+// watchdog per agent container for the container's whole life (it kills
+// background processes that keep writing /work past its limit, and a
+// command that does, recorded as vera.container.event vera_disk_limit
+// and told to the agent as a notice), and a watchdog on the writable
+// layer of a root command.
+//
+// Timeouts: a timed-out command's processes are all killed by a root
+// killer in the container (killScript), which finds them by parentage
+// and start time, and treats a process whose leader is a zombie but
+// whose other threads run as live (killing it through a live thread).
 //
 // Exactly once: a request whose vera.tool.finished is on the stream is never
 // run again; one whose vera.tool.started is there without a finish was cut

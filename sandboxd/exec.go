@@ -8,8 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -45,11 +43,17 @@ import (
 // command left included, on its way out). When the child stopped as
 // vera-state, the keeper writes the state
 // ("vera-state-1", the cwd, then the environment, NUL-separated) to
-// StateMount/<nonce>, a directory sandboxd reads on the host, kills the
-// stopped child and exits with the command's status. When the child ended
-// in any other way (exec, killed, its own EXIT trap), no state is written.
-// The command cannot name the state file: the nonce never reaches it. Its
-// stdout and stderr go straight to the exec's and are never parsed.
+// StateMount/<nonce>, kills the stopped child and exits with the
+// command's status. StateMount/<nonce> is a fifo sandboxd made before it
+// started the exec and reads on the host as it is written (stateFifo):
+// the state directory is mounted read-only, so the keeper creates
+// nothing there, and its redirection (noclobber on, which refuses only
+// an existing regular file) opens the fifo whose reader is already
+// there. When the child ended in any other way (exec, killed, its own
+// EXIT trap), nothing is written and sandboxd reads an empty report.
+// The command cannot name the state fifo: the nonce never reaches it,
+// and the directory cannot be listed. Its stdout and stderr go straight
+// to the exec's and are never parsed.
 //
 // Keeper arguments: $0 "vera-shell:<token>" (how the killer finds it), $1
 // the command, $2 the starting cwd, $3 "<the image's bash>:<its sh>", $4
@@ -189,6 +193,14 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 	if err != nil {
 		return execResult{exitCode: -1, err: dockerErr("create exec", err)}
 	}
+	// The state fifo, read from now on: the keeper writes its report into
+	// it (the exec is not started yet; one never started is dropped with
+	// its container).
+	sf, err := openStateFifo(r.box.stateDir, nonce)
+	if err != nil {
+		return execResult{exitCode: -1, err: err}
+	}
+	defer sf.close()
 	// No effect before its record: the exec exists but runs nothing until
 	// it is started, and it is started only once its tool.started is
 	// stored. (An exec never started is dropped with its container.)
@@ -203,10 +215,6 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 	}
 	defer attach.Close()
 	start := time.Now()
-	statePath := filepath.Join(r.box.stateDir, nonce)
-	if r.box.stateDir != "" {
-		defer os.Remove(statePath)
-	}
 	copied := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(r.stdout, r.stderr, attach.Reader)
@@ -255,7 +263,7 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 			res.err = fmt.Errorf("exec %s still running after its output ended", created.ID)
 		default:
 			res.exitCode = info.ExitCode
-			st, err := readState(statePath)
+			st, err := sf.result(stateWait)
 			if err != nil {
 				res.stateErr = err
 			} else {
@@ -296,7 +304,9 @@ func (d *Daemon) execute(ctx context.Context, r execRequest) execResult {
 // command did.
 //
 // It repeats until no such process is left (processes fork while it
-// kills), and exits 3 if some still are after 50 rounds.
+// kills), and exits 3 if some still are after 50 rounds. A zombie whose
+// threads are not all gone is live (see scanProcs) and killed through
+// one of its live threads.
 const killScript = `t=$1 since=$2 me=$$ keeper= thr= sk=
 for d in /proc/[0-9]*; do
   read -r s 2>/dev/null < "$d/stat" || continue
@@ -321,13 +331,8 @@ if [[ -z $thr ]]; then
   thr=$(( (since - (now - 10#$up * 10000)) / 10000 ))
 fi
 for round in {1..50}; do
-  pp=() st=() kill=()
-  for d in /proc/[0-9]*; do
-    read -r s 2>/dev/null < "$d/stat" || continue
-    s=${s##*) }; set -f; set -- $s; set +f
-    [[ $1 == [ZX] ]] && continue
-    p=${d#/proc/}; pp[p]=$2 st[p]=${20}
-  done
+  kill=()
+` + scanProcs + `
   for p in "${!pp[@]}"; do
     [[ $p == 1 || $p == "$me" ]] && continue
     q=$p
@@ -338,18 +343,45 @@ for round in {1..50}; do
       [[ $par == 0 ]] && { root=$q; break; }
       q=$par
     done
-    if [[ $root == 1 ]]; then (( st[p] > thr || (st[p] == thr && p > keeper) )) && kill+=("$p")
-    elif [[ $root == "$keeper" ]]; then kill+=("$p")
+    if [[ $root == 1 ]]; then (( st[p] > thr || (st[p] == thr && p > keeper) )) && kill+=("${tid[p]:-$p}")
+    elif [[ $root == "$keeper" ]]; then kill+=("${tid[p]:-$p}")
     elif [[ -n $keeper ]]; then
       q=$p
       while [[ -n ${pp[q]-} && $q != 0 && $q != "$keeper" ]]; do q=${pp[q]}; done
-      [[ $q == "$keeper" ]] && kill+=("$p")
+      [[ $q == "$keeper" ]] && kill+=("${tid[p]:-$p}")
     fi
   done
   (( ${#kill[@]} )) || exit 0
   kill -KILL "${kill[@]}" 2>/dev/null
 done
 exit 3`
+
+// scanProcs reads the container's processes into pp (pid → parent pid),
+// st (pid → start time, in clock ticks since boot) and tid (pid → the
+// thread to kill it through, for a zombie leader), bash builtins only.
+// A process whose leader is a zombie (state Z or X) is dead only when
+// every thread of it is: a leader that ended with the raw exit syscall
+// leaves its other threads running (ps shows "Zl"), and the process goes
+// on until they end. Such a process is live; its parent and start time
+// are those the leader's stat still holds, and it is killed through one
+// of its live threads (a SIGKILL to any thread ends the whole group).
+const scanProcs = `  pp=() st=() tid=()
+  for d in /proc/[0-9]*; do
+    read -r s 2>/dev/null < "$d/stat" || continue
+    s=${s##*) }; set -f; set -- $s; set +f
+    p=${d#/proc/}
+    if [[ $1 == [ZX] ]]; then
+      lt=
+      for td in "$d"/task/[0-9]*; do
+        read -r ts 2>/dev/null < "$td/stat" || continue
+        ts=${ts##*) }
+        [[ ${ts%% *} == [ZX] ]] || { lt=${td##*/}; break; }
+      done
+      [[ -n $lt ]] || continue
+      tid[p]=$lt
+    fi
+    pp[p]=$2 st[p]=${20}
+  done`
 
 // killCommand kills every process a command started (see killScript).
 // The killer is itself a process in the container, so when the command

@@ -243,13 +243,11 @@ func (d *Daemon) takeOver(ctx context.Context, t placement.Takeover) {
 	}
 	work := "kept"
 	notice := fmt.Sprintf("the run moved from sandboxd %s, which stopped (its lease expired), to sandboxd %s; the container was made again, so background processes and files outside /work are gone", t.From, d.cfg.DaemonID)
-	if dir, _, err := d.admit(rs); err == nil {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			work = "lost"
-			notice += "; /work was not on this daemon's storage and starts EMPTY: files made before the move are gone"
-		} else {
-			notice += "; /work is as it was"
-		}
+	if _, err := d.workDir(rs, false); errors.Is(err, os.ErrNotExist) {
+		work = "lost"
+		notice += "; /work was not on this daemon's storage and starts EMPTY: files made before the move are gone"
+	} else if err == nil {
+		notice += "; /work is as it was"
 	}
 	rs.setNotice(notice)
 	now := d.cfg.Clock.Now()

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/errdefs"
+
+	"github.com/vera-run/vera/internal/rundir"
 )
 
 // The warm pool: agent containers made ahead of their runs, so that a new
@@ -25,25 +26,25 @@ import (
 // A pool container is made for one sandbox configuration (image, network,
 // scratch limit; never lab mode, never a run with an input dir, whose
 // mounts only its run can name). Its /work is a directory of the pool,
-// WorkRoot/.vera-pool/<token>/work. A run claims one by:
+// WorkRoot/.vera-pool/<token>/work (no run dir lies under .vera-pool:
+// package rundir refuses the name). A run claims one by:
 //
 //  1. renaming the container to the run's name (vera-<run_id>). Docker
 //     cannot change a container's labels: the claimed container keeps
 //     vera.pool and has no vera.run; sandboxd reads its run from its name
 //     (runOfContainer), for its Docker events, its removal and reaping;
-//  2. putting the pool's directory in the place of the run's work dir:
-//     when the work dir does not exist, one rename; when it does (the
-//     submitter made it, the projector wrote its files in it), one atomic
-//     exchange of the two paths (renameat2 RENAME_EXCHANGE), after which
-//     the work dir's entries are moved into the pool's directory, entry by
-//     entry (renames: nothing is copied). What was in the work dir stays;
-//     a .venv or .cache it had wins over the pool's. The bind mount follows
-//     the directory, not its path, so the container's /work is now the
-//     run's work dir.
+//  2. renaming the pool's work directory into the run's directory as its
+//     work/ — only when the run has no /work yet (or an empty one, which
+//     goes): renameat2 with RENAME_NOREPLACE, from the pool's directory
+//     to the run dir, both held open (rundir.Dir.MoveIn). Nothing is
+//     exchanged and nothing is moved into a tree that exists: a run dir is
+//     VERA's (new, empty, or marked as the run's), and a /work that holds
+//     files keeps them under a new container. The bind mount follows the
+//     directory, not its path, so the container's /work is now the run's.
 //
-// A claim that cannot be made (the pool is empty, the work dir is on
-// another filesystem than the pool, the run has a container already)
-// falls back to creating a container as before. The pool is refilled in
+// A claim that cannot be made (the pool is empty, the run's /work holds
+// files already, the run dir is on another filesystem than the pool, the
+// run has a container already) falls back to creating a container. The pool is refilled in
 // the background after each claim. A claimed container belongs to its run
 // only: it is taken out of the pool under the pool's lock before anything
 // else, and a name can be held by one container. The pool's containers
@@ -232,10 +233,10 @@ func (p *warmPool) make(ctx context.Context, k poolKey) (pooledBox, error) {
 	token := randomToken()
 	pb := pooledBox{key: k, name: poolNamePrefix + p.d.cfg.DaemonID + "." + token}
 	pb.dir = filepath.Join(d.cfg.WorkRoot, poolDirName, token)
-	pb.work = filepath.Join(pb.dir, "work")
-	if err := d.prepareWorkDir(pb.work); err != nil {
+	if err := d.makePoolDir(pb.dir); err != nil {
 		return pb, err
 	}
+	pb.work = filepath.Join(pb.dir, rundir.WorkName)
 	if err := d.checkImage(ctx, k.image); err != nil {
 		_ = os.RemoveAll(pb.dir)
 		return pb, err
@@ -277,9 +278,32 @@ func (p *warmPool) make(ctx context.Context, k poolKey) (pooledBox, error) {
 	return pb, nil
 }
 
-// claim gives the run a pool container named name whose /work is work,
-// or reports false (the caller creates a container).
-func (p *warmPool) claim(ctx context.Context, rs *runState, k poolKey, work, name string) (container.InspectResponse, pooledBox, bool) {
+// makePoolDir makes a pool container's directory, dir (mode 0700, under
+// WorkRoot/.vera-pool), and its work/, handed to the sandbox user.
+func (d *Daemon) makePoolDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return fmt.Errorf("warm pool dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("warm pool dir: %w", err)
+	}
+	pd, err := rundir.OpenTrusted(dir, false)
+	if err != nil {
+		return fmt.Errorf("warm pool dir: %w", err)
+	}
+	defer pd.Close()
+	uid, gid := d.sandboxOwner()
+	_, f, err := pd.Work(true, uid, gid)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("warm pool dir: %w", err)
+	}
+	return f.Close()
+}
+
+// claim gives the run a pool container named name whose /work becomes
+// the run dir's work/, or reports false (the caller creates a container).
+func (p *warmPool) claim(ctx context.Context, rs *runState, k poolKey, dir *rundir.Dir, name string) (container.InspectResponse, pooledBox, bool) {
 	p.use(k)
 	p.mu.Lock()
 	list := p.ready[k]
@@ -321,11 +345,12 @@ func (p *warmPool) claim(ctx context.Context, rs *runState, k poolKey, work, nam
 		giveBack()
 		return container.InspectResponse{}, pooledBox{}, false
 	}
-	if err := adoptWorkDir(pb.work, work); err != nil {
-		log.Info("warm pool: the work dir cannot take the pool's place (another filesystem?); making a container instead", "work_dir", work, "err", err)
+	if err := moveInPool(pb.dir, dir); err != nil {
+		log.Info("warm pool: the pool's /work cannot become the run's (it has a /work of its own, or it is on another filesystem); making a container instead", "run_dir", dir.Path(), "err", err)
 		p.remove(context.WithoutCancel(ctx), []pooledBox{{id: pb.id, name: name, dir: pb.dir}})
 		return container.InspectResponse{}, pooledBox{}, false
 	}
+	rs.forgetWork() // an empty /work made before, if any, is gone: reopen the run's
 	_ = os.Remove(filepath.Join(pb.dir, poolReadyFile))
 	_ = os.Remove(pb.dir)
 	info, err := d.docker.ContainerInspect(ctx, pb.id)
@@ -442,68 +467,16 @@ func runOfContainer(labels map[string]string, name string) string {
 	return strings.TrimPrefix(name, "vera-") // pool containers serve the agent only: vera-<run_id>
 }
 
-// adoptWorkDir puts the directory pool in the place of the run's work
-// dir work, keeping what work held (see the package comment on the warm
-// pool). Both must be on one filesystem.
-func adoptWorkDir(pool, work string) error {
-	st, err := os.Lstat(work)
-	if errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(work), 0o755); err != nil {
-			return err
-		}
-		return renameNoReplace(pool, work)
-	}
+// moveInPool renames the pool directory poolDir's work/ into the run
+// dir as its work/ (rundir.Dir.MoveIn: only if the run has none yet, or
+// an empty one).
+func moveInPool(poolDir string, dir *rundir.Dir) error {
+	pd, err := rundir.OpenTrusted(poolDir, false)
 	if err != nil {
 		return err
 	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", work)
-	}
-	// The run's own .venv, .cache, … win over the pool's.
-	have, err := os.ReadDir(work)
-	if err != nil {
-		return err
-	}
-	for _, e := range have {
-		if _, err := os.Lstat(filepath.Join(pool, e.Name())); err == nil {
-			if err := os.RemoveAll(filepath.Join(pool, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	if err := exchangePaths(pool, work); err != nil {
-		return err
-	}
-	// pool now names the run's former directory: move its entries in.
-	for range 10 {
-		left, err := os.ReadDir(pool)
-		if err != nil {
-			return err
-		}
-		if len(left) == 0 {
-			break
-		}
-		for _, e := range left {
-			from, to := filepath.Join(pool, e.Name()), filepath.Join(work, e.Name())
-			if err := renameNoReplace(from, to); err != nil {
-				// Made in the new directory meanwhile (the projector
-				// writes by path): the run's former one is the true one.
-				if err := os.RemoveAll(to); err != nil {
-					return err
-				}
-				if err := os.Rename(from, to); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	_ = os.Chmod(work, st.Mode().Perm())
-	if os.Geteuid() == 0 {
-		if uid, gid, ok := ownerOf(st); ok && uid != 0 {
-			_ = os.Lchown(work, uid, gid)
-		}
-	}
-	return os.Remove(pool)
+	defer pd.Close()
+	return dir.MoveIn(pd, rundir.WorkName)
 }
 
 // venvScript makes /work/.cache and /work/.venv (the image puts

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/rundir"
 	"github.com/vera-run/vera/sandboxd"
 )
 
@@ -76,10 +77,12 @@ func (f *fixture) started(run, workDir string) {
 }
 
 // TestWarmPoolClaim: a run claims a ready pool container, whose /work
-// becomes the run's work dir (kept as it was: a file already there stays,
-// and the pool's .venv joins it), the container is named after the run,
-// the pool is refilled, the run's end removes its container and the
-// daemon's stop removes the pool's.
+// becomes the run dir's work/ (a rename into a run dir that has no /work
+// yet: nothing is exchanged or moved into a tree that exists), the
+// container is named after the run, the pool is refilled, the run's end
+// removes its container and the daemon's stop removes the pool's. A run
+// whose /work holds files already (a run dir VERA made for it earlier)
+// keeps them: it gets a new container on its own /work, not a pool one.
 func TestWarmPoolClaim(t *testing.T) {
 	id := "p" + fmt.Sprint(time.Now().UnixNano()%1e9)
 	var f *fixture
@@ -87,24 +90,49 @@ func TestWarmPoolClaim(t *testing.T) {
 	t.Cleanup(func() { removePool(t, f.docker, id) })
 	waitPool(t, f, 2)
 
-	// Run a: no work dir yet. Run b: its work dir holds a file and a
-	// .venv of its own.
+	// Run a: no run dir yet. Run b: its run dir (VERA's, marked for b)
+	// has a /work holding a file and a .venv of its own.
 	a, b := f.run("a"), f.run("b")
-	workB := filepath.Join(f.root, "runs", "given-b")
-	if err := os.MkdirAll(filepath.Join(workB, ".venv"), 0o755); err != nil {
+	dirB := filepath.Join(f.root, "runs", "given-b")
+	roots, err := rundir.NewRoots(filepath.Join(f.root, "runs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := rundir.Open(roots, dirB, b, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = 65532, 65532
+	}
+	workB, wf, err := rd.Work(true, uid, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf.Close()
+	rd.Close()
+	if err := os.MkdirAll(filepath.Join(workB, ".venv"), 0o777); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(workB, "keep.txt"), []byte("mine\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.started(b, workB)
+	if uid >= 0 {
+		for _, p := range []string{filepath.Join(workB, ".venv"), filepath.Join(workB, "keep.txt")} {
+			if err := os.Chown(p, uid, gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.started(b, dirB)
 	ra := f.exec(a, req{cmd: `echo "run=$VERA_RUN_ID"; ls -d /work/.venv; echo made > /work/out.txt`})
-	rb := f.exec(b, req{cmd: `echo "run=$VERA_RUN_ID"; cat /work/keep.txt; ls -A /work/.venv | wc -l; echo made > /work/out.txt`})
+	rb := f.exec(b, req{cmd: `echo "run=$VERA_RUN_ID"; cat /work/keep.txt; echo made > /work/out.txt`})
 	if ra.ExitCode != 0 || !strings.Contains(ra.Stdout.Head, "run="+a) || !strings.Contains(ra.Stdout.Head, "/work/.venv") {
 		t.Fatalf("run a: %+v", ra)
 	}
-	if rb.ExitCode != 0 || !strings.Contains(rb.Stdout.Head, "run="+b) || !strings.Contains(rb.Stdout.Head, "mine") || !strings.HasSuffix(strings.TrimSpace(rb.Stdout.Head), "0") {
-		t.Fatalf("run b (its own empty .venv must win over the pool's): %+v", rb)
+	if rb.ExitCode != 0 || !strings.Contains(rb.Stdout.Head, "run="+b) || !strings.Contains(rb.Stdout.Head, "mine") {
+		t.Fatalf("run b (its own /work): %+v", rb)
 	}
 	for run, dir := range map[string]string{a: f.workDir(a), b: workB} {
 		if got, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || string(got) != "made\n" {
@@ -114,14 +142,15 @@ func TestWarmPoolClaim(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(workB, "keep.txt")); err != nil {
 		t.Errorf("run b's own file is gone: %v", err)
 	}
-	// Both served by pool containers, distinct, named after their runs.
+	// Run a served by a pool container named after it; run b by a
+	// container of its own.
 	_, claimed := poolContainers(t, f.docker, id)
 	names := map[string]string{}
 	for _, c := range claimed {
 		names[strings.TrimPrefix(c.Names[0], "/")] = c.ID
 	}
-	if len(claimed) != 2 || names[sandboxd.ContainerName(a, "agent")] == "" || names[sandboxd.ContainerName(b, "agent")] == "" {
-		t.Fatalf("claimed pool containers %v, want the two runs' containers", names)
+	if len(claimed) != 1 || names[sandboxd.ContainerName(a, "agent")] == "" {
+		t.Fatalf("claimed pool containers %v, want run a's container only", names)
 	}
 	// The pool is refilled.
 	waitPool(t, f, 2)
@@ -134,7 +163,7 @@ func TestWarmPoolClaim(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		_, claimed := poolContainers(t, f.docker, id)
-		if len(claimed) == 1 {
+		if len(claimed) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -223,7 +223,8 @@ func TestMountsInputReadOnlyWorkReadWrite(t *testing.T) {
 	if tf.ExitCode != 0 || tf.Stdout.Head != "input data\nhi\n" {
 		t.Fatalf("rw/ro: %+v", tf)
 	}
-	got, _ := os.ReadFile(filepath.Join(work, "out.txt"))
+	// The run dir holds the sandbox's /work as work/.
+	got, _ := os.ReadFile(filepath.Join(work, "work", "out.txt"))
 	if string(got) != "hi\n" {
 		t.Fatalf("work dir on the host has %q", got)
 	}
@@ -241,7 +242,7 @@ func TestMountsInputReadOnlyWorkReadWrite(t *testing.T) {
 	if want == 0 {
 		want = 65532
 	}
-	st, _ := os.Stat(filepath.Join(work, "out.txt"))
+	st, _ := os.Stat(filepath.Join(work, "work", "out.txt"))
 	if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != want {
 		t.Errorf("out.txt owned by uid %d, want %d", uid, want)
 	}

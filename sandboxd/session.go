@@ -35,9 +35,13 @@ import (
 // sandboxd reads; Docker's stream carries only the nonces in (on the
 // keeper's stdin, which nothing else can read) and says, by its end, that
 // the keeper is gone. For each command, sandboxd writes the request
-// (command, cwd, shell state, env) to a file in the state directory,
-// records vera.tool.started, and only then writes the command's nonce on
-// the keeper's stdin and its token on the wake-up fifo.
+// (command, cwd, shell state, env) to a file in the state directory and
+// makes the fifo the command's state report goes to (<token>.state, read
+// from then on: stateFifo), records vera.tool.started, and only then
+// writes the command's nonce on the keeper's stdin and its token on the
+// wake-up fifo. The container sees the state directory read-only: it
+// reads the request and writes into the fifos sandboxd made, and can
+// create nothing there.
 //
 // The keeper reads the token, forks the command's shell (a subshell of its
 // own, with none of its descriptors: stdin from /dev/null, stdout and
@@ -47,8 +51,10 @@ import (
 // aliases, unexported variables, shell options and umask an earlier
 // command left), and evals the command. Its EXIT trap writes the state the
 // command left (cwd, exported variables, and that shell state as bash
-// source) to <token>.state in the state directory and exits with the
-// command's status. The keeper waits for it, and ends the command on both
+// source) into the fifo <token>.state in the state directory (its >|
+// opens the fifo sandboxd already reads; writing a fifo on a read-only
+// mount is allowed, creating a file is not) and exits with the command's
+// status. The keeper waits for it, and ends the command on both
 // output streams with a marker carrying the nonce and the status the
 // kernel reported:
 //
@@ -62,7 +68,10 @@ import (
 // command starts from: sandboxd records it in vera.tool.finished and the
 // requester passes it back in its next request (a command that tampers
 // with the report only chooses its successor's starting state, which it
-// could do anyway).
+// could do anyway: it can name the fifo, $__vera_out, and write into it;
+// what it writes goes through a pipe to sandboxd, which keeps at most
+// maxStateBytes of it, and one that keeps the fifo open past its end
+// loses its report after stateWait).
 //
 // Every command starts from the state its request carries, never from
 // what the previous command left in a process: so a session that is
@@ -121,7 +130,8 @@ done
 `
 
 // commandTrap is the EXIT trap of a command's shell in a session: it
-// writes the state the command left to $__vera_out ("vera-state-1", the
+// writes the state the command left to $__vera_out, the command's state
+// fifo, which sandboxd made and reads ("vera-state-1", the
 // cwd, the exported variables as K=V but those the session's own
 // environment holds with the same value, and VERA_SHELL_STATE=<bash source>,
 // NUL-separated, as parseState reads) and exits with the command's
@@ -617,9 +627,10 @@ func parseTrailer(s string) endMark {
 }
 
 // writeRequestFile writes a session request: command, cwd, shell state,
-// then the env, NUL-separated, to the container's state directory (what a
-// command could have put there under that name is removed first; the
-// directory is sticky, so once written it cannot be replaced).
+// then the env, NUL-separated, to the container's state directory (what
+// an earlier daemon left there under that name is removed first; the
+// container sees the directory read-only, so it can neither make nor
+// replace the file).
 func writeRequestFile(dir, token, command, cwd, state string, env map[string]string) (string, error) {
 	path := filepath.Join(dir, token+".req")
 	var b bytes.Buffer
@@ -703,9 +714,14 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 	}
 	defer os.Remove(reqPath)
 	nonce := newNonce()
-	statePath := filepath.Join(r.box.stateDir, r.token+".state")
-	_ = os.Remove(statePath) // whatever is there is not this command's
-	defer os.Remove(statePath)
+	// The fifo the command's EXIT trap reports its state to, read from
+	// now on (whatever was there under its name is not this command's).
+	sf, err := openStateFifo(r.box.stateDir, r.token+".state")
+	if err != nil {
+		keep = true
+		return execResult{exitCode: -1, err: err}
+	}
+	defer sf.close()
 	outDone := s.stdout.expect(nonce, r.stdout)
 	errDone := s.stderr.expect(nonce, r.stderr)
 	release := func() { s.stdout.release(); s.stderr.release() }
@@ -810,7 +826,7 @@ func (d *Daemon) executeSession(ctx context.Context, r sessionRequest) execResul
 		res.exitCode = -1
 		return res
 	}
-	st, err := readState(statePath)
+	st, err := sf.result(stateWait)
 	if err != nil {
 		res.stateErr = err
 		return res

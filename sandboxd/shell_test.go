@@ -24,8 +24,15 @@ import (
 // Docker API (not through sandboxd) and returns its output.
 func (f *fixture) rootExec(name string, cmd ...string) string {
 	f.t.Helper()
+	return f.execAs(name, "0:0", cmd...)
+}
+
+// execAs runs a command as user in a container straight through the
+// Docker API and returns its combined output.
+func (f *fixture) execAs(name, user string, cmd ...string) string {
+	f.t.Helper()
 	ctx := context.Background()
-	created, err := f.docker.ContainerExecCreate(ctx, name, container.ExecOptions{User: "0:0", AttachStdout: true, AttachStderr: true, Cmd: cmd})
+	created, err := f.docker.ContainerExecCreate(ctx, name, container.ExecOptions{User: user, AttachStdout: true, AttachStderr: true, Cmd: cmd})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/docker/docker/api/types/container"
@@ -22,9 +25,12 @@ const (
 	// root may read, made by prepareShell in a directory only root may
 	// write.
 	ShellPath = "/.vera-sandbox/shell"
-	// StateMount is where a command's keeper writes its shell state, one
-	// file named by the command's nonce; the directory is a host directory
-	// of sandboxd's (box.stateDir), so reading it costs no Docker call.
+	// StateMount is the container's shell-state directory: a host
+	// directory of sandboxd's (box.stateDir), mounted read-only, in which
+	// sandboxd makes, per command, the fifo its state report is written
+	// to (stateFifo), and, per session, the session's fifos and request
+	// files (startSession, writeRequestFile). Reading it costs no Docker
+	// call, and the container cannot create, grow or list anything in it.
 	StateMount = "/.vera-sandbox/state"
 )
 
@@ -52,34 +58,144 @@ var errNoState = errors.New("the shell did not report its state (the command rep
 
 var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// readState reads and validates the state file a command's keeper wrote.
-// The name is the command's nonce, which the command never sees; still,
-// the directory is writable from the container, so only a regular file
-// of bounded size is read.
-func readState(path string) (shellState, error) {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
+// stateWait bounds how long sandboxd waits, once a command ended, for the
+// end of its state report. The process that wrote the report (the
+// keeper in exec mode, the command's EXIT trap in a session) has exited
+// by then, so the report ends at once; only a process the command left
+// holding the fifo open (in a session the command can name it) makes
+// sandboxd wait, and then the report is not carried over.
+const stateWait = 2 * time.Second
+
+// stateFifo is the channel one command reports its state on: a fifo in
+// the container's state directory, which the container sees read-only.
+// sandboxd makes it (mode 0622: the container user may write it, only
+// sandboxd reads it) before the command can start, named by what only
+// the command's keeper knows (exec mode: the nonce) or by the request's
+// token (a session), and reads it as it is written: a goroutine keeps
+// the first maxStateBytes+1 bytes and drops the rest, so a writer never
+// waits on sandboxd longer than a pipe's round trip and a report of any
+// size costs no disk and bounded memory. sandboxd holds a write end of
+// its own until the command ended, so that the read end sees no end of
+// file before the report's writer opened the fifo; then the report ends
+// when its writers close it (see result).
+//
+// Nothing the container does can consume host disk through the state
+// directory: it is mounted read-only, the container's writes into a fifo
+// go to a pipe's kernel buffer, and every file in it is sandboxd's.
+type stateFifo struct {
+	path string
+	r, w *os.File
+	done chan struct{} // closed when the reader stopped
+	buf  []byte        // the first maxStateBytes+1 bytes read
+	n    int64         // every byte read
+	err  error         // a read error other than the end of the report
+	once sync.Once
+}
+
+// openStateFifo makes the state fifo name in dir and starts reading it.
+// What was there under that name (a fifo an earlier daemon left) is
+// removed first.
+func openStateFifo(dir, name string) (*stateFifo, error) {
+	if dir == "" {
+		return nil, errors.New("shell state fifo: the container has no shell-state directory")
+	}
+	path := filepath.Join(dir, name)
+	_ = os.Remove(path)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		return nil, fmt.Errorf("shell state fifo: %w", err)
+	}
+	s := &stateFifo{path: path, done: make(chan struct{})}
+	fail := func(err error) (*stateFifo, error) {
+		if s.r != nil {
+			s.r.Close()
+		}
+		if s.w != nil {
+			s.w.Close()
+		}
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("shell state fifo: %w", err)
+	}
+	// Non-blocking opens: the read end opens with no writer, and the
+	// write end finds its reader. Both are then served by Go's poller.
+	var err error
+	if s.r, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0); err != nil {
+		return fail(err)
+	}
+	if fi, err := s.r.Stat(); err != nil {
+		return fail(err)
+	} else if fi.Mode().Type() != os.ModeNamedPipe {
+		return fail(fmt.Errorf("%s is not the fifo just made (%s)", path, fi.Mode().Type()))
+	}
+	if err := s.r.Chmod(0o622); err != nil { // past the umask
+		return fail(err)
+	}
+	if s.w, err = os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0); err != nil {
+		return fail(err)
+	}
+	go s.read()
+	return s, nil
+}
+
+func (s *stateFifo) read() {
+	defer close(s.done)
+	b := make([]byte, 32<<10)
+	for {
+		n, err := s.r.Read(b)
+		if n > 0 {
+			if room := maxStateBytes + 1 - len(s.buf); room > 0 {
+				s.buf = append(s.buf, b[:min(n, room)]...)
+			}
+			s.n += int64(n)
+		}
+		if err != nil {
+			if err != io.EOF {
+				s.err = err
+			}
+			return
+		}
+	}
+}
+
+// result ends the report once the command ended (its keeper or trap,
+// the report's writer, has exited): sandboxd closes its own write end,
+// reads what is left up to the end of file, waiting at most wait for
+// other writers to close theirs, and validates the report. The fifo is
+// removed.
+func (s *stateFifo) result(wait time.Duration) (shellState, error) {
+	s.w.Close()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	held := false
+	select {
+	case <-s.done:
+	case <-t.C:
+		held = true
+		_ = s.r.SetReadDeadline(time.Now())
+		<-s.done
+	}
+	s.close()
+	switch {
+	case held:
+		return shellState{}, fmt.Errorf("the shell state report did not end within %s of the command's end (a process the command left holds its fifo open): not carried over", wait)
+	case s.err != nil:
+		return shellState{}, fmt.Errorf("shell state: %w", s.err)
+	case s.n == 0:
 		return shellState{}, errNoState
+	case s.n > maxStateBytes:
+		return shellState{}, fmt.Errorf("the shell state report is larger than %d bytes (%d bytes): not carried over", maxStateBytes, s.n)
 	}
-	if err != nil {
-		return shellState{}, fmt.Errorf("shell state: %w", err)
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > maxStateBytes {
-		return shellState{}, fmt.Errorf("shell state is not a regular file of at most %d bytes (%s, %d bytes)", maxStateBytes, fi.Mode().Type(), fi.Size())
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return shellState{}, fmt.Errorf("shell state: %w", err)
-	}
-	defer f.Close()
-	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
-		return shellState{}, fmt.Errorf("shell state changed while being read")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
-	if err != nil {
-		return shellState{}, fmt.Errorf("shell state: %w", err)
-	}
-	return parseState(data)
+	return parseState(s.buf)
+}
+
+// close stops reading and removes the fifo; a writer still holding it
+// gets EPIPE. Safe to call more than once, and after result.
+func (s *stateFifo) close() {
+	s.once.Do(func() {
+		_ = os.Remove(s.path)
+		s.w.Close()
+		s.r.Close() // ends the reader's Read
+		<-s.done
+	})
 }
 
 // parseState reads "vera-state-1\0cwd\0K=V\0K=V\0…". The cwd must be an
@@ -175,31 +291,61 @@ func (d *Daemon) prepareShell(ctx context.Context, containerID string) (bash, sh
 	return bash, sh, nil
 }
 
-// stateSource is the host directory mounted at StateMount in a container,
-// "" if none.
+// stateSource is the host directory mounted read-only at StateMount in a
+// container, "" if none. A container with none, or with a read-write one
+// (made by an older sandboxd: its keepers wrote their reports as regular
+// files, and its commands could fill the host's disk through it), is
+// recreated by ensureBox.
 func stateSource(info container.InspectResponse) string {
-	for _, m := range info.Mounts {
-		if m.Destination == StateMount && m.Type == mount.TypeBind {
-			return m.Source
-		}
+	if src, rw, ok := stateMountOf(info); ok && !rw {
+		return src
 	}
 	return ""
 }
 
-// makeStateDir makes the host directory a container's keepers write their
-// state files to: SpoolDir/<run>/<container>.state, mode 1733 (anyone may
-// create a file, nobody but its owner, sandboxd, may list it), so that any
-// container user can write it and, when sandboxd is root, the commands
-// cannot list it.
+// stateMountOf is the bind mount at StateMount: its host source and
+// whether it is writable.
+func stateMountOf(info container.InspectResponse) (src string, rw, ok bool) {
+	for _, m := range info.Mounts {
+		if m.Destination == StateMount && m.Type == mount.TypeBind {
+			return m.Source, m.RW, true
+		}
+	}
+	return "", false, false
+}
+
+// makeStateDir makes the host directory mounted read-only at StateMount
+// in a container: SpoolDir/<run>/<container>.state, mode 0711, owned by
+// sandboxd. Only sandboxd creates files in it (the container's mount is
+// read-only); any container user may open a file in it by name (the
+// fifos it must write are mode 0622), and, when sandboxd runs as root
+// (or as another user than the container's), none may list it, so the
+// names sandboxd gives the fifos (the nonces, the sessions' tags) stay
+// secret.
 func (d *Daemon) makeStateDir(runID, name string) (string, error) {
 	dir := filepath.Join(d.cfg.SpoolDir, runID, name+".state")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("shell state dir: %w", err)
 	}
-	if err := os.Chmod(dir, os.ModeSticky|0o733); err != nil {
+	if err := os.Chmod(dir, 0o711); err != nil {
 		return "", fmt.Errorf("shell state dir: %w", err)
 	}
 	return dir, nil
+}
+
+// removeOldStateDir removes the state directory a container made by an
+// older sandboxd wrote into (read-write: what its commands put there
+// stays on the host's disk otherwise), once that container is removed.
+// Only a directory of this daemon's spool is removed (RemoveAll follows
+// no link).
+func (d *Daemon) removeOldStateDir(src string) {
+	rel, err := filepath.Rel(d.cfg.SpoolDir, filepath.Clean(src))
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") || !strings.HasSuffix(src, ".state") {
+		return
+	}
+	if err := os.RemoveAll(src); err != nil {
+		d.log.Warn("remove an old shell state dir", "dir", src, "err", err)
+	}
 }
 
 // removeStateDirs removes the state directories of a run's containers.

@@ -143,7 +143,7 @@ type PolicyConfig struct {
 // submitted (zero = default); RunStarted echoes it with defaults filled in.
 type RunConfig struct {
 	Task       string           `json:"task" jsonschema:"minLength=1" jsonschema_description:"The task text (the PRIMARY TASK of every prompt)."`
-	WorkDir    string           `json:"work_dir" jsonschema:"minLength=1" jsonschema_description:"Host directory mounted read-write at /work in the sandbox; projectors write the run's artifacts (notes.md, ledgers, trace.jsonl, logs) there."`
+	WorkDir    string           `json:"work_dir" jsonschema:"minLength=1" jsonschema_description:"The run's directory on the host, under one of the deployment's run roots (DATA_DIR/runs and its --work-root directories): new, empty or this run's own. The projector writes the run's files there (notes.md, ledgers, trace.jsonl, logs); its subdirectory work/ is the sandbox's /work (read-write); nothing else of it is visible in the sandbox."`
 	InputDir   string           `json:"input_dir,omitempty" jsonschema_description:"Host directory mounted read-only at /input; empty = no input mount."`
 	Model      ModelConfig      `json:"model" jsonschema_description:"The agent's model."`
 	MaxSteps   int              `json:"max_steps" jsonschema:"minimum=0" jsonschema_description:"Step budget of the agent; 0 = unlimited."`

@@ -71,7 +71,7 @@ func TestBenchLoad(t *testing.T) {
 		t.Errorf("ideal %v, want ceil(6/3) × alone = %v", rep.IdealMS, want)
 	}
 	// The commands ran in the runs' work dirs, once each.
-	dirs, _ := filepath.Glob(filepath.Join(rep.WorkDir, "*", "load.txt"))
+	dirs, _ := filepath.Glob(filepath.Join(rep.WorkDir, "*", "work", "load.txt"))
 	if len(dirs) != 7 {
 		t.Errorf("%d load.txt files under %s, want 7 (1 baseline + 6 runs)", len(dirs), rep.WorkDir)
 	}

@@ -296,7 +296,7 @@ func TestClusterChaos(t *testing.T) {
 	}
 	sbx := component("sandboxd", "sandboxd", "--image", img, "--work-root", os.TempDir(), "--memory", "536870912")
 	agent := component("agent", "agent")
-	projector := component("projector", "projector", "--metrics-listen", "")
+	projector := component("projector", "projector", "--metrics-listen", "", "--work-root", os.TempDir())
 	procs := append([]*proc{sbx, agent, projector}, c.nodes...)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -434,7 +434,7 @@ func chaosRun(t *testing.T, c *chaosCluster, bin string, env []string, modelURL,
 	}
 
 	// Every command ran exactly once: its line is in side.txt once.
-	side, _ := os.ReadFile(filepath.Join(work, "side.txt"))
+	side, _ := os.ReadFile(filepath.Join(work, "work", "side.txt"))
 	lines := map[string]int{}
 	for sc := bufio.NewScanner(bytes.NewReader(side)); sc.Scan(); {
 		lines[sc.Text()]++

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/docker/docker/client"
 
@@ -33,8 +34,11 @@ func sandboxSet(cfg sandboxd.Config) *wiring.Sandbox {
 	}}
 }
 
-func projectorConfig(root func(string) (string, bool)) *projector.FilesConfig {
-	return &projector.FilesConfig{Root: root}
+// projectorConfig is the file projector's: runs' files under roots (the
+// same as sandboxd's work roots), its state in DATA_DIR/projector, and
+// root, when set, naming a trusted directory for some runs (vera demo).
+func projectorConfig(dataDir string, roots []string, root func(string) (string, bool)) *projector.FilesConfig {
+	return &projector.FilesConfig{Root: root, Roots: roots, StateDir: filepath.Join(dataDir, "projector")}
 }
 
 // verifierSet adds the three verifiers of f to set.

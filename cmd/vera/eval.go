@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/vera-run/vera/eval/report"
 	"github.com/vera-run/vera/eval/runner"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/rundir"
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/replay"
 	"github.com/vera-run/vera/sandboxd"
@@ -131,7 +133,7 @@ Exit status: 0 every task scored, 1 VERA failed, 2 bad flags or task set,
 	fl.IntVar(&f.concurrency, "eval-concurrency", 4, "runs at once")
 	fl.DurationVar(&f.timeout, "timeout", runner.DefaultTimeout, "wall-time limit of one run (a profile's timeout_ms overrides it)")
 	fl.StringVar(&f.out, "out", "", "write report.txt, report.json and report.html into this directory")
-	fl.StringVar(&f.workRoot, "runs-dir", "", "where the runs' work dirs go, one per run (default: DATA_DIR/evals/<eval id>); with --nats-url, sandboxd must accept it as a work root")
+	fl.StringVar(&f.workRoot, "runs-dir", "", "where the runs' directories go, one per run (default: DATA_DIR/runs/evals/<eval id>); with --nats-url, it must lie under a --work-root of the deployment (DATA_DIR/runs always is one)")
 	fl.StringVar(&f.evalID, "eval-id", "", "id of the new eval (default: a fresh ULID)")
 	fl.StringVar(&f.name, "name", "", "a name for the eval (default: the task set's file name)")
 	fl.StringVar(&f.resume, "resume", "", "go on with this eval (its id): scored tasks are kept, cut-off runs followed, the rest run")
@@ -188,7 +190,7 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 	}
 	workRoot := f.workRoot
 	if workRoot == "" {
-		workRoot = filepath.Join(f.run.dataDir, "evals", evalID)
+		workRoot = filepath.Join(runsDir(f.run.dataDir), "evals", evalID)
 	}
 	if workRoot, err = filepath.Abs(workRoot); err != nil {
 		return usageError{err}
@@ -234,13 +236,14 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 		return err
 	}
 	defer b.close()
-	var inputs []string
-	for _, t := range tasks {
-		if t.InputDir != "" {
-			inputs = append(inputs, t.InputDir)
+	// A task set never chooses what is mounted: its input dirs must lie
+	// under the --input-root directories the person typed.
+	if !b.external {
+		if err := checkEvalInputs(tasks, sf.inputRoots); err != nil {
+			return err
 		}
 	}
-	if err := b.startComponents(ctx, sf, vf, af, []string{workRoot}, inputs); err != nil {
+	if err := b.startComponents(ctx, sf, vf, af, []string{workRoot}, nil); err != nil {
 		return err
 	}
 	external, url := b.external, b.url
@@ -718,4 +721,50 @@ type onRun struct {
 func (o onRun) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	req.RunID = o.runID
 	return o.Completer.Complete(ctx, req)
+}
+
+// checkEvalInputs refuses a task set whose tasks name input dirs outside
+// the input roots; nothing has run yet.
+func checkEvalInputs(tasks []eval.Task, inputRoots []string) error {
+	dirs := map[string]string{}
+	for _, t := range tasks {
+		if t.InputDir != "" {
+			dirs["task "+t.ID] = t.InputDir
+		}
+	}
+	return checkInputDirs(dirs, inputRoots)
+}
+
+// checkInputDirs refuses input dirs (by what names them) that lie outside
+// the input roots after resolving links, listing them and the flag that
+// allows them: a task set or a recorded run never chooses what is mounted
+// into the sandbox, the person typing the command does.
+func checkInputDirs(dirs map[string]string, inputRoots []string) error {
+	roots, err := rundir.NewRoots(inputRoots...)
+	if err != nil {
+		return usageError{fmt.Errorf("--input-root: %w", err)}
+	}
+	var bad []string
+	for who, dir := range dirs {
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s: input_dir %s: %v", who, dir, err))
+			continue
+		}
+		if !roots.Contains(real) {
+			bad = append(bad, fmt.Sprintf("%s: input_dir %s", who, dir))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	const most = 10
+	more := ""
+	if len(bad) > most {
+		more = fmt.Sprintf("\n  … and %d more", len(bad)-most)
+		bad = bad[:most]
+	}
+	return usageError{fmt.Errorf("input dirs outside the input roots (nothing ran): the directory holding them must be named with --input-root DIR (mounted read-only at /input):\n  %s%s",
+		strings.Join(bad, "\n  "), more)}
 }

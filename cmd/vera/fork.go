@@ -232,12 +232,10 @@ func forkConfig(ctx context.Context, b *bus.Bus, cmd *cobra.Command, original, n
 	if err := sub.ValidateSecrets(); err != nil {
 		return catalog.TaskSubmitted{}, orig, usageError{err}
 	}
-	// The prefix re-runs the original's commands from an empty /work.
+	// The prefix re-runs the original's commands from an empty /work: the
+	// fork's run dir must be new or empty (taskBus.claimRunDir).
 	if ents, err := os.ReadDir(work); err == nil && len(ents) > 0 {
 		return catalog.TaskSubmitted{}, orig, usageError{fmt.Errorf("the fork's work dir %s is not empty: the reproduced steps must start from an empty /work (give --work-dir a new directory)", work)}
-	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return catalog.TaskSubmitted{}, orig, fmt.Errorf("create the fork's work dir: %w", err)
 	}
 	return sub, orig, nil
 }
@@ -262,11 +260,18 @@ func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original stri
 		return err
 	}
 	cfg := sub.RunConfig
-	var inputs []string
-	if cfg.InputDir != "" {
-		inputs = append(inputs, cfg.InputDir)
+	if err := b.claimRunDir(cfg.WorkDir, runID, sf); err != nil {
+		return err
 	}
-	if err := b.startComponents(ctx, sf, vf, af, []string{cfg.WorkDir}, inputs); err != nil {
+	// The original's input dir comes from the record (which may have been
+	// imported from anyone): it is mounted only under the --input-root
+	// directories typed here.
+	if cfg.InputDir != "" && !b.external {
+		if err := checkInputDirs(map[string]string{"the fork (the original run's input dir)": cfg.InputDir}, sf.inputRoots); err != nil {
+			return err
+		}
+	}
+	if err := b.startComponents(ctx, sf, vf, af, []string{cfg.WorkDir}, nil); err != nil {
 		return err
 	}
 

@@ -77,7 +77,7 @@ func TestSystemForkThroughTheCLI(t *testing.T) {
 		t.Errorf("the fork asked the model %d times, want 2 (steps 4 and 5)", n)
 	}
 	for name, want := range map[string]string{"a.txt": "alpha\n", "b.txt": "alpha\n", "c.txt": "gamma\n"} {
-		b, err := os.ReadFile(filepath.Join(forkWork, name))
+		b, err := os.ReadFile(filepath.Join(forkWork, "work", name))
 		if err != nil || string(b) != want {
 			t.Errorf("fork's %s = %q, %v; want %q", name, b, err, want)
 		}

@@ -62,8 +62,9 @@ func listen(addr, flag string) (net.Listener, error) {
 }
 
 func newProjectorCmd(g *globals) *cobra.Command {
-	var metricsListen string
+	var metricsListen, dataDir string
 	var noFiles bool
+	var workRoots []string
 	var tf traceFlags
 	cmd := &cobra.Command{
 		Use:   "projector",
@@ -74,9 +75,13 @@ deployment:
   files    each run's notes.md, evidence.jsonl, move_ledger.jsonl,
            query_ledger.jsonl, trace.jsonl, container.log,
            container_events.log and session.log, written into the run's
-           work dir (this process must see the work dirs at the paths the
-           tasks name), crash-safe and idempotent (durable consumer
-           "projector-files");
+           directory (its work_dir, beside the sandbox's /work in work/),
+           crash-safe and idempotent (durable consumer "projector-files").
+           Only run dirs under DATA_DIR/runs and the --work-root
+           directories are written, the same roots sandboxd has: this
+           process must see them at the paths the tasks name, as the
+           same user as sandboxd. Its progress is kept in
+           DATA_DIR/projector;
   metrics  every dra_* metric of the VERA spec, folded from the whole stream
            at start (so a restart gives the same values), plus the bus's
            health (consumer lag, redeliveries, dead letters), served at
@@ -103,7 +108,7 @@ deployment:
 			s := newStack(g, g.natsURL, log)
 			set := wiring.Set{Traces: tf.set()}
 			if !noFiles {
-				set.Projector = projectorConfig(nil)
+				set.Projector = projectorConfig(dataDir, runRoots(dataDir, workRoots...), nil)
 			}
 			if set.Traces != nil {
 				fmt.Fprintf(g.stderr, "vera projector: traces to OTLP %s\n", set.Traces.Exporter.Describe())
@@ -130,6 +135,8 @@ deployment:
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", envOr("VERA_METRICS_LISTEN", defaultMetricsListen), "address of the Prometheus /metrics endpoint; empty = none (env VERA_METRICS_LISTEN)")
 	cmd.Flags().BoolVar(&noFiles, "no-files", false, "do not write the runs' files (metrics only)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "DATA_DIR: runs' directories under DATA_DIR/runs, the projection state in DATA_DIR/projector (env VERA_DATA_DIR)")
+	cmd.Flags().StringSliceVar(&workRoots, "work-root", nil, "a directory under which runs' directories may lie, besides DATA_DIR/runs (repeatable; give sandboxd's)")
 	tf.register(cmd, true)
 	return cmd
 }

@@ -61,8 +61,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.task, "task", "", "the task, as text (or --task-file)")
 	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file; - reads standard input")
-	fl.StringVar(&f.workDir, "work-dir", "", "host directory mounted read-write at /work; the run's files (notes.md, trace.jsonl...) are written there (required; created if missing)")
-	fl.StringVar(&f.inputDir, "input-dir", "", "host directory mounted read-only at /input")
+	fl.StringVar(&f.workDir, "work-dir", "", "the run's directory: VERA writes the run's files there (notes.md, trace.jsonl...) and its work/ is the sandbox's /work; it must be new, empty or this run's (default DATA_DIR/runs/RUN_ID)")
+	fl.StringVar(&f.inputDir, "input-dir", "", "host directory mounted read-only at /input (with --nats-url, under one of sandboxd's --input-root directories)")
 	fl.StringVar(&f.model.BaseURL, "model-base-url", os.Getenv("VERA_MODEL_BASE_URL"), "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:1234 (/v1 is added) (env VERA_MODEL_BASE_URL)")
 	fl.StringVar(&f.model.Name, "model", os.Getenv("VERA_MODEL"), "model name (env VERA_MODEL)")
 	fl.StringVar(&f.model.APIKeyEnv, "api-key-env", os.Getenv("VERA_API_KEY_ENV"), "NAME of the environment variable holding the API key (the key is never put in events); empty = no key (env VERA_API_KEY_ENV)")
@@ -114,9 +114,6 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 	if task == "" {
 		return catalog.RunConfig{}, errors.New("no task: give --task TEXT or --task-file FILE")
 	}
-	if f.workDir == "" {
-		return catalog.RunConfig{}, errors.New("--work-dir is required (the run's /work and where its files go)")
-	}
 	if f.model.BaseURL == "" || f.model.Name == "" {
 		return catalog.RunConfig{}, errors.New("--model-base-url and --model are required (or VERA_MODEL_BASE_URL and VERA_MODEL)")
 	}
@@ -128,12 +125,12 @@ func (f *runFlags) config(stdin io.Reader) (catalog.RunConfig, error) {
 			return catalog.RunConfig{}, fmt.Errorf("--run-id: %w", err)
 		}
 	}
-	work, err := filepath.Abs(f.workDir)
-	if err != nil {
-		return catalog.RunConfig{}, fmt.Errorf("--work-dir: %w", err)
-	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return catalog.RunConfig{}, fmt.Errorf("create the work dir: %w", err)
+	var work string
+	if f.workDir != "" {
+		var err error
+		if work, err = filepath.Abs(f.workDir); err != nil {
+			return catalog.RunConfig{}, fmt.Errorf("--work-dir: %w", err)
+		}
 	}
 	sandbox, err := f.sandboxConfig()
 	if err != nil {
@@ -303,17 +300,22 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 		return err
 	}
 	defer b.close()
+	runID := f.runID
+	if runID == "" {
+		runID = b.Options().IDs.NewID(b.Options().Clock.Now())
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = filepath.Join(runsDir(f.dataDir), runID)
+	}
+	if err := b.claimRunDir(cfg.WorkDir, runID, sf); err != nil {
+		return err
+	}
 	var inputs []string
 	if cfg.InputDir != "" {
 		inputs = append(inputs, cfg.InputDir)
 	}
 	if err := b.startComponents(ctx, sf, vf, af, []string{cfg.WorkDir}, inputs); err != nil {
 		return err
-	}
-
-	runID := f.runID
-	if runID == "" {
-		runID = b.Options().IDs.NewID(b.Options().Clock.Now())
 	}
 	sub := catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: "cli", Labels: f.labels}
 	if u := os.Getenv("USER"); u != "" {

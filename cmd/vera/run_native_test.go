@@ -82,7 +82,7 @@ func TestRunNativeToolsDoesTheWholeJob(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("vera run exited %d\nstdout:\n%.4000s\nstderr:\n%s", code, out, errOut)
 			}
-			if b, err := os.ReadFile(filepath.Join(work, "answer.txt")); err != nil || string(b) != "42\n" {
+			if b, err := os.ReadFile(filepath.Join(work, "work", "answer.txt")); err != nil || string(b) != "42\n" {
 				t.Errorf("answer.txt = %q, %v", b, err)
 			}
 			trace, err := os.ReadFile(filepath.Join(work, "trace.jsonl"))

@@ -78,7 +78,7 @@ func TestRunDoesTheWholeJob(t *testing.T) {
 		}
 	}
 	// The sandbox wrote into the work dir; the projector wrote the run's files.
-	if b, err := os.ReadFile(filepath.Join(work, "answer.txt")); err != nil || string(b) != "42\n" {
+	if b, err := os.ReadFile(filepath.Join(work, "work", "answer.txt")); err != nil || string(b) != "42\n" {
 		t.Errorf("answer.txt = %q, %v", b, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(work, "notes.md")); err != nil || !strings.Contains(string(b), "answer.txt holds 42 (ev_0001)") {
@@ -145,9 +145,14 @@ func TestRunExitCodesAgainstVeraUp(t *testing.T) {
 }
 
 func TestRunUsageErrors(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	full := t.TempDir() // a directory VERA did not make, not empty
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"run", "--work-dir", t.TempDir(), "--model-base-url", "http://127.0.0.1:1", "--model", "m"},
-		{"run", "--task", "x", "--model-base-url", "http://127.0.0.1:1", "--model", "m"},
+		{"run", "--task", "x", "--work-dir", full, "--model-base-url", "http://127.0.0.1:1", "--model", "m", "--data-dir", t.TempDir()},
 		{"run", "--task", "x", "--work-dir", t.TempDir()},
 		{"run", "--task", "x", "--task-file", "f", "--work-dir", t.TempDir(), "--model-base-url", "http://127.0.0.1:1", "--model", "m"},
 		{"run", "--task", "x", "--work-dir", t.TempDir(), "--model-base-url", "http://127.0.0.1:1", "--model", "m", "--max-steps", "-1"},
@@ -182,7 +187,7 @@ func TestComponentsAsSeparateCommands(t *testing.T) {
 		t.Errorf("vera up runs what it was told not to:\n%s", c)
 	}
 	_, agentErr, stopAgent := start(t, "agent", "--nats-url", url, "--agent-id", "agent-2", "--log-level", "warn")
-	_, projErr, stopProj := start(t, "projector", "--nats-url", url, "--metrics-listen", "127.0.0.1:0", "--log-level", "warn")
+	_, projErr, stopProj := start(t, "projector", "--nats-url", url, "--metrics-listen", "127.0.0.1:0", "--work-root", os.TempDir(), "--log-level", "warn")
 	waitFor(t, "the projector's metrics address", func() bool { return strings.Contains(projErr.String(), "/metrics") })
 
 	work := t.TempDir()

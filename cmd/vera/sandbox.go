@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vera-run/vera/agents"
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
@@ -51,21 +52,14 @@ type sandboxFlags struct {
 	allowImages    []string
 }
 
-// homeDir is the daemon user's home, the default root of work and input
-// dirs ("" when there is none).
-func homeDir() string {
-	h, _ := os.UserHomeDir()
-	return h
-}
-
 func (f *sandboxFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.image, "image", os.Getenv("VERA_SANDBOX_IMAGE"), "sandbox image; default the one `vera sandbox build` made (env VERA_SANDBOX_IMAGE)")
 	fl.StringVar(&f.network, "network", envOr("VERA_SANDBOX_NETWORK", sandboxd.DefaultNetwork), "Docker network of sandboxes: bridge, none, or a network name")
 	fl.StringVar(&f.user, "user", "", "container user uid:gid; default yours, so files in work dirs are yours")
 	fl.BoolVar(&f.lab, "lab", false, "LAB MODE: allow runs that ask for it (sandbox.lab in their task) to run privileged as root (no isolation; trusted machines only)")
-	fl.StringSliceVar(&f.workRoots, "work-root", []string{homeDir()}, "a directory under which runs' work dirs may lie (repeatable; DATA_DIR/runs always may; VERA's keys and store never are mounted)")
-	fl.StringSliceVar(&f.inputRoots, "input-root", []string{homeDir()}, "a directory under which runs' input dirs may lie (repeatable; mounted read-only)")
+	fl.StringSliceVar(&f.workRoots, "work-root", nil, "a directory under which runs' work dirs may lie, besides DATA_DIR/runs (repeatable; a work dir must be new, empty or VERA's own for the run; VERA's keys and store never are mounted)")
+	fl.StringSliceVar(&f.inputRoots, "input-root", nil, "a directory under which runs' input dirs may lie (repeatable; mounted read-only; default none: runs have no /input)")
 	fl.StringSliceVar(&f.allowImages, "allow-image", nil, "an image runs may ask for besides --image (repeatable)")
 	fl.BoolVar(&f.keepContainers, "keep-containers", false, "keep a run's containers after it ends")
 	fl.DurationVar(&f.timeout, "tool-timeout", sandboxd.DefaultTimeout, "default timeout of one command")
@@ -84,9 +78,20 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 // VERA_SANDBOX_WARM_POOL sets it.
 const DefaultWarmPool = 2
 
+// runsDir is DATA_DIR/runs: where runs get their directory when they
+// name none, and always one of the roots run dirs may lie under.
+func runsDir(dataDir string) string { return filepath.Join(dataDir, "runs") }
+
+// runRoots are the directories run dirs may lie under: DATA_DIR/runs and
+// the operator's --work-root directories. sandboxd and the projector of
+// one deployment take the same.
+func runRoots(dataDir string, extra ...string) []string {
+	return append([]string{runsDir(dataDir)}, extra...)
+}
+
 func (f *sandboxFlags) config(dataDir string, g *globals) sandboxd.Config {
 	return sandboxd.Config{
-		Image: f.image, WorkRoot: filepath.Join(dataDir, "runs"), SpoolDir: filepath.Join(dataDir, "sandboxd", "spool"),
+		Image: f.image, WorkRoot: runsDir(dataDir), SpoolDir: filepath.Join(dataDir, "sandboxd", "spool"),
 		WorkRoots: f.workRoots, InputRoots: f.inputRoots, AllowedImages: f.allowImages,
 		// VERA's own secrets and store never go into a sandbox, whatever
 		// the roots allow.
@@ -190,14 +195,24 @@ const (
 func newSandboxExecCmd(g *globals) *cobra.Command {
 	var run string
 	var timeout time.Duration
-	var auditor bool
+	var auditor, fresh bool
 	cmd := &cobra.Command{
-		Use:   "exec --run ID [--timeout D] -- COMMAND...",
+		Use:   "exec --run ID [--timeout D] [--fresh] -- COMMAND...",
 		Short: "Run one command in a run's sandbox through the bus and print the result",
 		Long: `Publish a vera.tool.requested for the run, wait for sandboxd's
 vera.tool.finished, print the command's stdout and stderr, and exit with its
 exit code. A debugging aid, and a demo of the event path: the request and
 its result are on the stream like any other.
+
+The command starts where the run's shell session is, as the agent's next
+command would: the working directory, exported variables and (in a
+persistent session) functions, aliases, variables and shell options that
+the run's last commands — the agent's and earlier 'vera sandbox exec'
+ones — left, as their results on the stream record them. So two calls on
+one run share a session: 'cd /work/sub' in one, 'pwd' in the next. The
+agent's own commands are not affected (it follows only its own results).
+--fresh starts from a new shell at /work instead; --auditor always does.
+` + "`" + `/work` + "`" + ` is the run's work/ directory on the host.
 
 Exit status: the command's own, or 126 when a deny rule refused it, 124 when
 it timed out, 125 when the sandbox could not run it.`,
@@ -218,7 +233,13 @@ it timed out, 125 when the sandbox could not run it.`,
 			if auditor {
 				requester = catalog.RequesterAuditor
 			}
-			tf, err := sandboxExec(ctx, b, run, strings.Join(args, " "), requester, timeout)
+			var from shellSession
+			if !auditor && !fresh {
+				if from, err = runShellSession(ctx, b, run); err != nil {
+					return err
+				}
+			}
+			tf, err := sandboxExec(ctx, b, run, strings.Join(args, " "), requester, timeout, from)
 			if err != nil {
 				return err
 			}
@@ -243,14 +264,62 @@ it timed out, 125 when the sandbox could not run it.`,
 	}
 	cmd.Flags().StringVar(&run, "run", "", "the run whose sandbox runs the command (required)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (default: the run's or sandboxd's)")
-	cmd.Flags().BoolVar(&auditor, "auditor", false, "run as the auditor (its container mounts /work read-only)")
+	cmd.Flags().BoolVar(&auditor, "auditor", false, "run as the auditor (its container mounts /work read-only; a fresh shell each time)")
+	cmd.Flags().BoolVar(&fresh, "fresh", false, "start from a new shell at /work, not from the run's shell session")
 	return cmd
 }
 
-// sandboxExec publishes one request and waits for its result.
-func sandboxExec(ctx context.Context, b *bus.Bus, run, command string, requester catalog.Requester, timeout time.Duration) (catalog.ToolFinished, error) {
+// shellSession is where a command starts: what earlier commands left.
+type shellSession struct {
+	cwd        string
+	env        map[string]string
+	shellState string
+}
+
+// runShellSession folds the run's shell session from its stored results,
+// in stream order, the way the agent folds its own (agents' shellEnv):
+// the last reported cwd and shell state, and every export (later ones
+// winning), of the agent's and the cli's shell commands; answer-file
+// reads run in a fresh shell of their own and are left out. A run with
+// no results yet gives a new shell at /work.
+func runShellSession(ctx context.Context, b *bus.Bus, run string) (shellSession, error) {
+	var s shellSession
+	for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: run, Types: []string{catalog.TypeToolFinished}}) {
+		if err != nil {
+			return s, fmt.Errorf("read the run's shell session: %w", err)
+		}
+		var tf catalog.ToolFinished
+		if rec.Err != nil || rec.Event.DecodeData(&tf) != nil {
+			continue
+		}
+		if tf.Requester != catalog.RequesterAgent && tf.Requester != catalog.RequesterCLI {
+			continue
+		}
+		if tf.Requester == catalog.RequesterAgent && agents.IsAnswerRead(tf.RequestID) {
+			continue
+		}
+		if tf.CwdAfter != "" {
+			s.cwd = tf.CwdAfter
+		}
+		if tf.ShellStateAfter != "" {
+			s.shellState = tf.ShellStateAfter
+		}
+		for k, v := range tf.Exports {
+			if s.env == nil {
+				s.env = map[string]string{}
+			}
+			s.env[k] = v
+		}
+	}
+	return s, nil
+}
+
+// sandboxExec publishes one request, starting from session from, and
+// waits for its result.
+func sandboxExec(ctx context.Context, b *bus.Bus, run, command string, requester catalog.Requester, timeout time.Duration, from shellSession) (catalog.ToolFinished, error) {
 	ev, err := b.Events.New(run, catalog.ToolRequested{
 		Requester: requester, Tool: catalog.ToolShell, Command: command, TimeoutMS: timeout.Milliseconds(),
+		Cwd: from.cwd, Env: from.env, ShellState: from.shellState,
 	})
 	if err != nil {
 		return catalog.ToolFinished{}, err

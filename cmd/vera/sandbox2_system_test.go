@@ -98,7 +98,7 @@ func TestSystemSandboxIIRun(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	content, err := os.ReadFile(filepath.Join(work, "output", "answer.md"))
+	content, err := os.ReadFile(filepath.Join(work, "work", "output", "answer.md"))
 	if err != nil || string(content) != strings.Replace(answer, "DATE", "2026-03-14", 1) {
 		t.Fatalf("answer file: %q %v", content, err)
 	}

@@ -292,7 +292,7 @@ func TestSandboxDaemonsShareRunsAndTakeOver(t *testing.T) {
 			t.Errorf("run %s: its commands ran on %v (want one daemon, or the killed one then one other)", run, seq)
 		}
 		// No command ran twice.
-		b, err := os.ReadFile(filepath.Join(workRoot, run, "log.txt"))
+		b, err := os.ReadFile(filepath.Join(workRoot, run, "work", "log.txt"))
 		if err != nil {
 			t.Errorf("run %s: %v", run, err)
 			continue

@@ -39,6 +39,20 @@ func TestSandboxExecThroughVeraUp(t *testing.T) {
 	if _, _, code := runCLI(t, "sandbox", "exec", "--nats-url", url, "--run", run, "--timeout", "1s", "--", "sleep 30"); code != exitTimedOut {
 		t.Errorf("timeout: exit %d", code)
 	}
+	// Two calls on one run share its shell session: cwd, exports,
+	// functions and unexported variables carry over; --fresh starts anew.
+	if out, errOut, code := runCLI(t, "sandbox", "exec", "--nats-url", url, "--run", run, "--",
+		"mkdir -p /work/sub && cd /work/sub && export X=exported && Y=plain && greet() { echo hi from greet; }"); code != 0 {
+		t.Fatalf("session setup: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, "sandbox", "exec", "--nats-url", url, "--run", run, "--", `pwd; echo "$X $Y"; greet`)
+	if want := "/work/sub\nexported plain\nhi from greet\n"; code != 0 || out != want {
+		t.Errorf("the next call did not carry the session: exit %d, stdout %q (want %q), stderr %q", code, out, want, errOut)
+	}
+	out, _, code = runCLI(t, "sandbox", "exec", "--nats-url", url, "--run", run, "--fresh", "--", `pwd; echo "[${X-}]"`)
+	if want := "/work\n[]\n"; code != 0 || out != want {
+		t.Errorf("--fresh: exit %d, stdout %q, want %q", code, out, want)
+	}
 	// The whole exchange is on the stream.
 	out, _, _ = runCLI(t, "events", "tail", "--nats-url", url, "--run", run, "--no-follow")
 	for _, want := range []string{"tool.requested [cli]", "tool.started [sandboxd]", "tool.finished [sandboxd]", "container.event [sandboxd]"} {

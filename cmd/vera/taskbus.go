@@ -13,6 +13,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/rundir"
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
 )
@@ -66,7 +67,8 @@ func (t *taskBus) startComponents(ctx context.Context, sf sandboxFlags, vf verif
 	scfg := sf.config(t.dataDir, t.g)
 	scfg.WorkRoots = append(scfg.WorkRoots, workRoots...)
 	scfg.InputRoots = append(scfg.InputRoots, inputRoots...)
-	set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(nil)}
+	roots := runRoots(t.dataDir, append(append([]string(nil), sf.workRoots...), workRoots...)...)
+	set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(t.dataDir, roots, nil)}
 	if err := verifierSet(&set, vf, t.log); err != nil {
 		return err
 	}
@@ -74,6 +76,29 @@ func (t *taskBus) startComponents(ctx context.Context, sf sandboxFlags, vf verif
 	t.stack, t.cancel = newStack(t.g, t.url, t.log), cancel
 	t.stack.start(cctx, set)
 	return nil
+}
+
+// claimRunDir makes (or claims, when it is empty) the run's directory
+// before its task is submitted, so that a directory VERA may not use
+// stops the command with one line before anything runs. The person
+// typed it, so in this process's own deployment it is one of the roots;
+// with --nats-url the deployment's components judge it against theirs.
+func (t *taskBus) claimRunDir(dir, runID string, sf sandboxFlags) error {
+	if t.external {
+		return nil
+	}
+	roots, err := rundir.NewRoots(runRoots(t.dataDir, append(append([]string(nil), sf.workRoots...), dir)...)...)
+	if err != nil {
+		return err
+	}
+	d, err := rundir.Open(roots, dir, runID, true)
+	if err != nil {
+		if errors.Is(err, rundir.ErrRefused) {
+			return usageError{fmt.Errorf("work dir: %w", err)}
+		}
+		return fmt.Errorf("work dir: %w", err)
+	}
+	return d.Close()
 }
 
 // submit publishes the task of run runID (what names it in an error),

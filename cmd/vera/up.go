@@ -190,7 +190,7 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 		}
 	}
 	if !f.noProjector {
-		set.Projector = projectorConfig(hooks.filesRoot)
+		set.Projector = projectorConfig(f.dataDir, runRoots(f.dataDir, f.sf.workRoots...), hooks.filesRoot)
 		if set.Traces = f.tf.set(); set.Traces != nil {
 			fmt.Fprintf(w, "  traces:    OTLP %s\n", set.Traces.Exporter.Describe())
 		}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -75,13 +76,15 @@ func TestStartRunOnce(t *testing.T) {
 	if err := evs[0].DecodeData(&d); err != nil {
 		t.Fatal(err)
 	}
-	wantDir := filepath.Join(e.dataDir, "runs", id, "work")
+	// The run's directory: named by the dashboard, made by the projector
+	// and sandboxd (the dashboard writes no file).
+	wantDir := filepath.Join(e.dataDir, "runs", id)
 	if evs[0].Source != catalog.ComponentDashboard || d.SubmittedBy != catalog.ComponentDashboard || d.Task != "find the release date of X" ||
 		d.MaxSteps != 3 || d.Model.Name != "test-model" || d.WorkDir != wantDir {
 		t.Fatalf("task.submitted: source %q data %+v", evs[0].Source, d)
 	}
-	if st, err := os.Stat(wantDir); err != nil || !st.IsDir() {
-		t.Fatalf("work dir: %v", err)
+	if _, err := os.Stat(wantDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the dashboard made the run dir: %v", err)
 	}
 	code, body = e.request("POST", "/api/runs/"+id+"/start", `{"task":"another task"}`, e.auth())
 	if code != http.StatusConflict {

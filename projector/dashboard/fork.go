@@ -5,7 +5,6 @@ import (
 	"errors"
 	"mime"
 	"net/http"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -103,11 +102,6 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		s.log.Error("dashboard: create work dir", "dir", dir, "err", err)
-		httpError(w, http.StatusInternalServerError, "create the fork's work dir: %v", err)
 		return
 	}
 	ev, err := s.events.New(newID, sub)

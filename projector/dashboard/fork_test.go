@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -104,9 +105,9 @@ func TestForkEndpoint(t *testing.T) {
 	if err := evs[0].DecodeData(&d); err != nil {
 		t.Fatal(err)
 	}
-	wantDir := filepath.Join(e.dataDir, "runs", resp.RunID, "work")
-	if st, err := os.Stat(wantDir); err != nil || !st.IsDir() {
-		t.Errorf("work dir %s not made: %v", wantDir, err)
+	wantDir := filepath.Join(e.dataDir, "runs", resp.RunID)
+	if _, err := os.Stat(wantDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dashboard made the fork's run dir %s: %v", wantDir, err)
 	}
 	want := orig
 	want.WorkDir = wantDir

@@ -273,7 +273,7 @@ func TestThousandClients(t *testing.T) {
 	// The components: the Files projector and a reactor in sandboxd's
 	// place, each a durable consumer on its own connection.
 	var requests, reactions atomic.Int64
-	files, err := projector.NewFiles(proj, projector.FilesConfig{Logger: bustest.Logger(t)})
+	files, err := projector.NewFiles(proj, projector.FilesConfig{Logger: bustest.Logger(t), Roots: []string{os.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ type Options struct {
 	// caller runs it (Metrics.Run); nil hides the global metrics and the
 	// page shows only what it computes from the run's events.
 	Metrics *projector.Metrics
-	// DataDir holds the token file and, under runs/<run_id>/work, the work
+	// DataDir holds the token file and, under runs/<run_id>, the run
 	// dirs of the runs started from the page (required).
 	DataDir string
 	// Token authorises mutating requests; empty makes a random one. It is

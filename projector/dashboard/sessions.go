@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -239,13 +238,16 @@ func checkULID(id string) error {
 	return nil
 }
 
-// workDir is DataDir/runs/<run_id>/work for a checked ULID.
+// workDir is the run's directory, DataDir/runs/<run_id>, for a checked
+// ULID. The dashboard makes nothing there: the projector and sandboxd
+// make the run dir (and its work/, the sandbox's /work) when the run
+// starts.
 func (s *Server) workDir(runID string) (string, error) {
 	if err := checkULID(runID); err != nil {
 		return "", err
 	}
 	root := filepath.Join(s.opts.DataDir, "runs")
-	dir := filepath.Join(root, runID, "work")
+	dir := filepath.Join(root, runID)
 	if rel, err := filepath.Rel(root, dir); err != nil || strings.HasPrefix(rel, "..") {
 		return "", fmt.Errorf("bad run id %q", runID) // unreachable after checkULID
 	}
@@ -422,11 +424,6 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		return
 	} else if seq != 0 {
 		httpError(w, http.StatusConflict, "run %s has already started: its task is locked", id)
-		return
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		s.log.Error("dashboard: create work dir", "dir", dir, "err", err)
-		httpError(w, http.StatusInternalServerError, "create the run's work dir: %v", err)
 		return
 	}
 	cfg := s.opts.Template

@@ -26,6 +26,7 @@ import (
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/llm"
+	"github.com/vera-run/vera/internal/rundir"
 	"github.com/vera-run/vera/sandboxd"
 	"github.com/vera-run/vera/sandboxd/image/imagetest"
 )
@@ -59,16 +60,33 @@ func (h *harness) startSandbox() {
 	bustest.Start(h.t, "sandboxd", d.Run)
 }
 
-// dockerRun gives the harness a fresh run whose work dir is a temporary
+// dockerRun gives the harness a fresh run whose run dir is a temporary
 // directory, with a run id unique on the machine (containers are named by
-// it); it returns the work dir.
+// it); it returns the run's /work on the host (the run dir's work/), made
+// as sandboxd makes it, so that the test can put the agent's files there.
 func (h *harness) dockerRun(maxRounds int) string {
 	h.t.Helper()
-	work := filepath.Join(h.t.TempDir(), "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	runDir := filepath.Join(h.t.TempDir(), "run")
+	runID := fmt.Sprintf("dv-%d", time.Now().UnixNano())
+	roots, err := rundir.NewRoots(filepath.Dir(runDir))
+	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.newRun(fmt.Sprintf("dv-%d", time.Now().UnixNano()), maxRounds, work)
+	d, err := rundir.Open(roots, runDir, runID, true)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer d.Close()
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = 65532, 65532 // sandboxd.SandboxUser
+	}
+	work, f, err := d.Work(true, uid, gid)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	f.Close()
+	h.newRun(runID, maxRounds, runDir)
 	return work
 }
 

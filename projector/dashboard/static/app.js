@@ -437,7 +437,8 @@ function onEvent(run, ev, seq) {
         $('max-steps').value = d.max_steps ?? '';
         showModelSettings(d.model || {});
         $('template').textContent = settingsText((d.model || {}).name, (d.auditor || {}).enabled,
-          (d.verifyfast || {}).enabled, (d.sandbox || {}).network);
+          (d.verifyfast || {}).enabled, (d.sandbox || {}).network) +
+          (d.work_dir ? ' · files in ' + d.work_dir + ' (the sandbox\'s /work is its work/)' : '');
         if (run.state === 'new' || run.state === 'unknown') setRunState(run, 'submitted');
         run.fork = d.fork || null;
         run.evalOf = evalOfLabels(d.labels);
