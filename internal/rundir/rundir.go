@@ -396,14 +396,38 @@ func (d *Dir) claim(create bool) error {
 		return fmt.Errorf("run dir %s: %w", d.path, err)
 	}
 	if !empty {
+		// Claimed meanwhile by another of VERA's processes?
+		if m, err := d.readMarker(); err == nil {
+			if m.RunID != d.run {
+				return refusef("%s is the directory of run %s; give run %s a new or empty directory", d.path, m.RunID, d.run)
+			}
+			return nil
+		}
 		return refusef("%s is not empty and VERA did not make it; give the run a new or empty directory", d.path)
 	}
 	if err := unix.Fchmod(d.fd, uint32(DirMode)); err != nil {
 		return fmt.Errorf("run dir %s: %w", d.path, err)
 	}
 	data, _ := json.Marshal(marker{VERARun: 1, RunID: d.run})
-	fd, err := unix.Openat(d.fd, Marker, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(FileMode))
-	if errors.Is(err, unix.EEXIST) {
+	// The marker appears whole or not at all: written to a temporary file,
+	// then linked to its name (which fails if another of VERA's processes
+	// claimed the directory at the same moment).
+	f, tmp, err := d.CreateTemp(Marker, FileMode)
+	if err != nil {
+		return fmt.Errorf("mark run dir %s: %w", d.path, err)
+	}
+	_, werr := f.Write(append(data, '\n'))
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = unix.Linkat(d.fd, tmp, d.fd, Marker, 0)
+	}
+	_ = unix.Unlinkat(d.fd, tmp, 0)
+	if errors.Is(werr, unix.EEXIST) {
 		// Claimed at the same moment by another of VERA's processes.
 		m, err := d.readMarker()
 		if err != nil {
@@ -413,17 +437,6 @@ func (d *Dir) claim(create bool) error {
 			return refusef("%s is the directory of run %s; give run %s a new or empty directory", d.path, m.RunID, d.run)
 		}
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("mark run dir %s: %w", d.path, err)
-	}
-	f := os.NewFile(uintptr(fd), d.join(Marker))
-	_, werr := f.Write(append(data, '\n'))
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
 	}
 	if werr != nil {
 		return fmt.Errorf("mark run dir %s: %w", d.path, werr)
@@ -451,7 +464,8 @@ func (d *Dir) readMarker() (marker, error) {
 	return m, nil
 }
 
-// empty reports whether the directory has no entries.
+// empty reports whether the directory has no entries but a marker being
+// written (another of VERA's processes claiming it at the same moment).
 func (d *Dir) empty() (bool, error) {
 	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -459,11 +473,16 @@ func (d *Dir) empty() (bool, error) {
 	}
 	f := os.NewFile(uintptr(fd), d.path)
 	defer f.Close()
-	names, err := f.Readdirnames(1)
-	if err == io.EOF {
-		return true, nil
+	names, err := f.Readdirnames(-1)
+	if err != nil && err != io.EOF {
+		return false, err
 	}
-	return len(names) == 0, err
+	for _, n := range names {
+		if !strings.HasPrefix(n, "."+Marker+".tmp-") {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func checkName(name string) error {

@@ -88,6 +88,52 @@ func TestNewDirIsMadeAndMarked(t *testing.T) {
 	}
 }
 
+// TestConcurrentClaims: the projector and sandboxd claim a new run's dir
+// at the same moment; both succeed for the same run, and of two runs
+// naming one dir exactly one does. The marker is never seen half written.
+func TestConcurrentClaims(t *testing.T) {
+	root, roots, _ := setup(t)
+	for i := range 50 {
+		dir := filepath.Join(root, "same", string(rune('a'+i%26))+strings.Repeat("x", i/26))
+		errs := make(chan error, 8)
+		for range 4 {
+			go func() {
+				d, err := rundir.Open(roots, dir, "r1", true)
+				if err == nil {
+					d.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Fatalf("claim %d of the same run: %v", i, err)
+			}
+		}
+		other := filepath.Join(root, "two", string(rune('a'+i%26))+strings.Repeat("x", i/26))
+		for _, run := range []string{"a", "b", "c", "d"} {
+			go func() {
+				d, err := rundir.Open(roots, other, run, true)
+				if err == nil {
+					d.Close()
+				}
+				errs <- err
+			}()
+		}
+		ok := 0
+		for range 4 {
+			if err := <-errs; err == nil {
+				ok++
+			} else if !errors.Is(err, rundir.ErrRefused) || !strings.Contains(err.Error(), "is the directory of run") {
+				t.Fatalf("claim %d by another run: %v", i, err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%d runs claimed one dir", ok)
+		}
+	}
+}
+
 func TestEmptyDirIsClaimedFullOneRefused(t *testing.T) {
 	root, roots, _ := setup(t)
 	empty := filepath.Join(root, "empty")
