@@ -38,6 +38,14 @@ func (a *Agent) next(ctx context.Context, e *runEntry, runID string) (done bool,
 			// never used. The reason does not quote the value.
 			return true, a.finish(ctx, v, catalog.OutcomeFailed, "task refused: "+err.Error(), "", 0, v.submittedEv.ID, "agent/refused")
 		}
+		// An API key variable this agent's operator did not allow
+		// (--allow-api-key-env): the model factory refuses it without
+		// reading it, and the run is refused before it starts. Other
+		// client errors (a variable not set) end the run at its first
+		// step, as before.
+		if _, err := a.model(v.runID, v.submitted.RunConfig.Model); errors.Is(err, llm.ErrKeyEnvNotAllowed) {
+			return true, a.finish(ctx, v, catalog.OutcomeFailed, "task refused: model: "+err.Error(), "", 0, v.submittedEv.ID, "agent/refused")
+		}
 		return false, a.start(ctx, v)
 	}
 	if v.config().Fork != nil {

@@ -12,27 +12,38 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
 )
 
 // The benchmarks measure the bus against raw nats.go jetstream calls on the
 // same embedded server and stream (file storage, fsync on every write,
-// authentication and permissions on: both legs connect as the ext
-// identity, whose events vera.ext.note are) in one run, and report ratio = bus time / raw time per event (lower is
+// authentication and permissions on: both legs connect as the agent, the
+// identity that writes most of a run, and publish one of its types) in
+// one run, and report ratio = bus time / raw time per event (lower is
 // better; 1.0 is parity). Raw and bus legs alternate in chunks so that
 // machine noise hits both alike.
 //
 //	go test ./bus -run '^$' -bench . -benchtime 5000x
 
-var benchPayload = note{N: 1, Text: "a typical small event: a tool request or a policy nudge with a sentence of text"}
+// benchEvent is a typical small event: a policy reminder with a sentence
+// of text.
+type benchEvent struct{ catalog.PolicyTriggered }
+
+func (benchEvent) EventType() string { return catalog.TypePolicyReminder }
+
+var benchPayload = benchEvent{catalog.PolicyTriggered{
+	Rule: catalog.RuleReminder, Step: 3, Effect: catalog.EffectNudge,
+	Message: "a typical small event: a tool request or a policy nudge with a sentence of text",
+}}
 
 func benchBus(b *testing.B) *bus.Bus {
 	s, store, _ := bustest.NewSecure(b)
-	return bustest.ConnectAs(b, s.ClientURL(), store, auth.Ext, bus.Options{})
+	return bustest.ConnectAs(b, s.ClientURL(), store, catalog.ComponentAgent, bus.Options{})
 }
 
 // BenchmarkAuthenticationCost is the price of authentication and
 // permissions themselves: raw jetstream publishes to an open server and
-// to one that requires nkeys and checks the ext identity's permissions,
+// to one that requires nkeys and checks the agent identity's permissions,
 // alternating in chunks, in one run. ratio = authenticated / open.
 func BenchmarkAuthenticationCost(b *testing.B) {
 	_, open := bustest.New(b)
@@ -255,4 +266,61 @@ func BenchmarkReplay(b *testing.B) {
 		ours += time.Since(t1)
 	}
 	report(b, raw, ours, 2*b.N)
+}
+
+// BenchmarkExtInbound is what bounding outside tools costs them: an ext
+// identity's event acknowledged by VERA_EXT and then sourced into VERA
+// (bus.Options.ExtInbound), against the same event published straight
+// into VERA (the path before VERA_EXT, as admin now), alternating in
+// chunks of 100, each chunk on a run of its own (VERA_EXT keeps at most
+// ExtEventsPerRun per run and identity). ratio is acknowledged time;
+// visible-ns/event is until the whole chunk is readable in VERA.
+func BenchmarkExtInbound(b *testing.B) {
+	s, store, admin := bustest.NewSecure(b)
+	ext := bustest.ConnectAs(b, s.ClientURL(), store, auth.Ext, bus.Options{ReadOnly: true, ExtInbound: true})
+	ctx := context.Background()
+	stream, err := admin.JetStream().Stream(ctx, bus.StreamName)
+	if err != nil {
+		b.Fatal(err)
+	}
+	last := func() uint64 {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	var raw, ours, visible time.Duration
+	b.ResetTimer()
+	for done, k := 0, 0; done < b.N; k++ {
+		chunk := min(100, b.N-done)
+		run := fmt.Sprintf("bench-%d", k)
+		t0 := time.Now()
+		for i := 0; i < chunk; i++ {
+			ev, _ := admin.Events.New(run, note{N: i, Text: "an outside tool's annotation"})
+			if _, err := admin.Publish(ctx, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t1 := time.Now()
+		want := last() + uint64(chunk)
+		t2 := time.Now()
+		for i := 0; i < chunk; i++ {
+			ev, _ := ext.Events.New(run, note{N: i, Text: "an outside tool's annotation"})
+			if _, err := ext.Publish(ctx, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t3 := time.Now()
+		for last() < want {
+			time.Sleep(200 * time.Microsecond)
+		}
+		t4 := time.Now()
+		raw += t1.Sub(t0)
+		ours += t3.Sub(t2)
+		visible += t4.Sub(t2)
+		done += chunk
+	}
+	report(b, raw, ours, b.N)
+	b.ReportMetric(float64(visible.Nanoseconds())/float64(b.N), "visible-ns/event")
 }

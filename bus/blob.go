@@ -167,20 +167,10 @@ func (b *Bus) putBlobOnce(ctx context.Context, ref BlobRef, r io.Reader) error {
 	if err := b.putObject(ctx, meta, r); err != nil {
 		return fmt.Errorf("put blob %s (%d bytes): %w", ref.Digest, ref.Size, err)
 	}
-	if old != nil && old.NUID != "" {
-		// A deleted or damaged earlier copy: its chunks go.
-		b.purgeChunks(ctx, old.NUID)
-	}
+	// A deleted or damaged earlier copy's chunks stay: only admin purges
+	// the blob store (bus/auth), and they are never read again (the new
+	// meta names the new chunks).
 	return nil
-}
-
-// purgeChunks removes the chunks of object nuid from the blob bucket.
-func (b *Bus) purgeChunks(ctx context.Context, id string) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if s, err := b.js.Stream(pctx, "OBJ_"+BlobBucket); err == nil {
-		_ = s.Purge(pctx, jetstream.WithPurgeSubject("$O."+BlobBucket+".C."+id))
-	}
 }
 
 // blobWindow bounds the chunks of one put awaiting their acks.
@@ -196,12 +186,14 @@ const blobWindow = 32
 // forever when Put's cleanup runs before the watcher is scheduled, one
 // leaked goroutine per lost race. The chunks go out with at most
 // blobWindow awaiting their acks (Put sends them all at once, which a busy
-// server answers with "too many requests"). On failure the chunks written
-// are purged; nothing is visible until the info is stored.
+// server answers with "too many requests"). Nothing is visible until the
+// info is stored; the chunks of a put that failed stay unread (only admin
+// may purge the blob store: a purge request names what it removes in its
+// body, which no permission can confine to one object), bounded by the
+// bucket's size limit.
 func (b *Bus) putObject(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) error {
 	id := nuid.Next()
 	chunkSubj := "$O." + BlobBucket + ".C." + id
-	purge := func() { b.purgeChunks(ctx, id) }
 	window := make([]jetstream.PubAckFuture, 0, blobWindow)
 	awaitOldest := func() error {
 		f := window[0]
@@ -227,7 +219,6 @@ func (b *Bus) putObject(ctx context.Context, meta jetstream.ObjectMeta, r io.Rea
 			h.Write(buf[:n])
 			f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: chunkSubj, Data: buf[:n]})
 			if err != nil {
-				purge()
 				return err
 			}
 			window = append(window, f)
@@ -235,7 +226,6 @@ func (b *Bus) putObject(ctx context.Context, meta jetstream.ObjectMeta, r io.Rea
 			chunks++
 			if len(window) >= blobWindow {
 				if err := awaitOldest(); err != nil {
-					purge()
 					return err
 				}
 			}
@@ -244,13 +234,11 @@ func (b *Bus) putObject(ctx context.Context, meta jetstream.ObjectMeta, r io.Rea
 			break
 		}
 		if rerr != nil {
-			purge()
 			return rerr
 		}
 	}
 	for len(window) > 0 {
 		if err := awaitOldest(); err != nil {
-			purge()
 			return err
 		}
 	}
@@ -258,14 +246,12 @@ func (b *Bus) putObject(ctx context.Context, meta jetstream.ObjectMeta, r io.Rea
 		Digest: jetstream.GetObjectDigestValue(h)}
 	data, err := json.Marshal(info)
 	if err != nil {
-		purge()
 		return err
 	}
 	m := nats.NewMsg("$O." + BlobBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	m.Data = data
 	if _, err := b.js.PublishMsg(ctx, m); err != nil {
-		purge()
 		return err
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,23 @@ type Options struct {
 	Replicas    int           // stream replicas when the streams are created; default 1
 	DedupWindow time.Duration // window in which a repeated event id is dropped
 	MaxMsgSize  int32         // largest stored event in bytes
+	// Limits bound the streams' sizes (StoreLimits, SplitStore); zero
+	// fields leave a stream unbounded. Only admin's EnsureStreams applies
+	// them; a component keeps a stream's limits as they are.
+	Limits StoreLimits
+	// ExtEventsPerRun bounds the outside events of one identity on one
+	// run (VERA_EXT's messages per subject); default ExtEventsPerRun.
+	ExtEventsPerRun int64
+	// Identity is the NATS identity this connection is (the seed file's
+	// name: DATA_DIR/creds/NAME.nk); default the name of CredsFile without
+	// its extension, else Source.
+	Identity string
+	// ExtInbound publishes outside events (vera.ext.* types) the way an
+	// ext identity must: on vera.extin.<run_id>.<Identity>, through
+	// VERA_EXT, which bounds them per run and identity and from which VERA
+	// stores them a moment later (the PubAck is VERA_EXT's). Without it
+	// they go straight into VERA (admin, imports, a server without auth).
+	ExtInbound bool
 
 	PublishTimeout time.Duration // per publish attempt
 	// PublishBudget is how long a publish keeps retrying (same
@@ -71,6 +89,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Name == "" {
 		o.Name = "vera-" + o.Source
+	}
+	if o.Identity == "" {
+		o.Identity = identityOf(o.CredsFile, o.Source)
 	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1
@@ -107,6 +128,8 @@ type Bus struct {
 	log      *slog.Logger
 
 	denied *denials // the server's refusals of this identity's publishes
+
+	fullLogged atomic.Int64 // when a full store was last reported (unix ns)
 
 	streamMu sync.Mutex
 	stream   jetstream.Stream // handle of stream VERA for direct reads, once looked up
@@ -259,8 +282,10 @@ func (o Options) StreamConfig() jetstream.StreamConfig {
 		Replicas:    o.Replicas,
 		Duplicates:  o.DedupWindow,
 		MaxMsgSize:  o.MaxMsgSize,
+		MaxBytes:    o.Limits.Events,
 		DenyDelete:  true,
 		DenyPurge:   true,
+		Sources:     []*jetstream.StreamSource{extSource()},
 	}
 }
 
@@ -274,7 +299,11 @@ func (o Options) DeadLetterStreamConfig() jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 		Duplicates:  o.DedupWindow,
-		DenyDelete:  true,
+		// Dead letters are diagnostics (the messages stay in their
+		// streams): when full, the oldest go.
+		Discard:    jetstream.DiscardOld,
+		MaxBytes:   o.Limits.DeadLetters,
+		DenyDelete: true,
 	}
 }
 
@@ -284,7 +313,8 @@ func (o Options) DeadLetterStreamConfig() jetstream.StreamConfig {
 // unanswered: each attempt has its own timeout and is retried until ctx
 // ends.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
-	for _, cfg := range []jetstream.StreamConfig{b.opts.StreamConfig(), b.opts.DeadLetterStreamConfig()} {
+	// VERA_EXT first: VERA sources it.
+	for _, cfg := range []jetstream.StreamConfig{b.opts.ExtStreamConfig(), b.opts.StreamConfig(), b.opts.DeadLetterStreamConfig()} {
 		exists := false
 		err := b.retryAPI(ctx, "create stream "+cfg.Name, func(actx context.Context) error {
 			// An update of a stream that already has this configuration
@@ -293,7 +323,19 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 			s, err := b.js.Stream(actx, cfg.Name)
 			if err == nil {
 				exists = true
-				if sameStreamConfig(s.CachedInfo().Config, cfg) {
+				have := s.CachedInfo().Config
+				if cfg.MaxBytes == 0 {
+					// No limit given here: the stream keeps the one the
+					// deployment set (vera up --max-store).
+					cfg.MaxBytes = have.MaxBytes
+				} else if stored := int64(s.CachedInfo().State.Bytes); cfg.MaxBytes < stored {
+					// A limit below what is stored would have the server
+					// drop stored messages: never.
+					b.log.Warn("stream "+cfg.Name+" holds more than the limit given for it; its limit is what it holds (it is full: make room or give a larger --max-store)",
+						"stored", stored, "limit", cfg.MaxBytes)
+					cfg.MaxBytes = stored
+				}
+				if sameStreamConfig(have, cfg) {
 					return nil
 				}
 			}
@@ -322,6 +364,9 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := b.limitBlobs(ctx); err != nil {
+		return err
+	}
 	return b.ensurePlacementKV(ctx)
 }
 
@@ -331,7 +376,26 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
 		have.Storage == want.Storage && have.Retention == want.Retention && have.Discard == want.Discard &&
 		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates && sameLimit(have.MaxMsgSize, want.MaxMsgSize) &&
-		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge
+		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge &&
+		sameLimit64(have.MaxBytes, want.MaxBytes) && sameLimit64(have.MaxMsgsPerSubject, want.MaxMsgsPerSubject) &&
+		have.DiscardNewPerSubject == want.DiscardNewPerSubject && sameSources(have.Sources, want.Sources)
+}
+
+func sameLimit64(have, want int64) bool {
+	return have == want || (want == 0 && have == -1)
+}
+
+// sameSources compares stream sources by name and subject transforms.
+func sameSources(have, want []*jetstream.StreamSource) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range want {
+		if have[i].Name != want[i].Name || !slices.Equal(have[i].SubjectTransforms, want[i].SubjectTransforms) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameLimit compares a stored limit with a configured one; the server

@@ -11,7 +11,7 @@ package bus_test
 // legacy JetStreamContext with the options we pass (BindStream to VERA, an
 // ordered ephemeral consumer, which the ext identity may create). The
 // connections are plain nats.go connections with the ext identity's nkey,
-// which may publish only vera.run.*.ext.> (and read). Production code does
+// which may publish only vera.extin.*.ext (and read). Production code does
 // not import the SDK; only this test does.
 
 import (
@@ -27,6 +27,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
@@ -52,12 +53,12 @@ func extConn(t *testing.T, url string, store auth.Store) *nats.Conn {
 	return nc
 }
 
-// sdkSender returns an SDK client that publishes on subject.
-func sdkSender(t *testing.T, nc *nats.Conn, subject string) cloudevents.Client {
+// sdkSender returns an SDK client that publishes on subject, of stream.
+func sdkSender(t *testing.T, nc *nats.Conn, stream, subject string) cloudevents.Client {
 	t.Helper()
-	sender, err := cenats.NewSenderFromConn(nc, bus.StreamName, subject, nil)
+	sender, err := cenats.NewSenderFromConn(nc, stream, subject, nil)
 	if err != nil {
-		t.Fatalf("SDK sender on stream %s: %v", bus.StreamName, err)
+		t.Fatalf("SDK sender on stream %s: %v", stream, err)
 	}
 	c, err := cloudevents.NewClient(sender)
 	if err != nil {
@@ -79,11 +80,13 @@ var sdkEvents = []sentEvent{
 	{id: "scan-text", source: "acme/scanner", base64: []byte("3 hosts\n")},
 }
 
-// sendSDKEvents publishes sdkEvents with the SDK on
-// vera.run.<ceRun>.ext.acme.scanned, as the ext identity.
+// sendSDKEvents publishes sdkEvents with the SDK on vera.extin.<ceRun>.ext,
+// as the ext identity publishes its outside events (VERA_EXT, sourced
+// into VERA as vera.run.<ceRun>.ext.ext), and waits until VERA holds them.
 func sendSDKEvents(t *testing.T, url string, store auth.Store) {
 	t.Helper()
-	c := sdkSender(t, extConn(t, url, store), "vera.run."+ceRun+".ext.acme.scanned")
+	nc := extConn(t, url, store)
+	c := sdkSender(t, nc, bus.ExtStream, bus.ExtInRoot+"."+ceRun+"."+auth.Ext)
 	for i, s := range sdkEvents {
 		ev := cloudevents.NewEvent()
 		ev.SetID(s.id)
@@ -110,6 +113,23 @@ func sendSDKEvents(t *testing.T, url string, store auth.Store) {
 		if res := c.Send(ctx, ev); cloudevents.IsUndelivered(res) {
 			t.Fatalf("SDK send %s: %v", s.id, res)
 		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := js.Stream(context.Background(), bus.StreamName)
+		if err == nil {
+			if info, err := st.Info(context.Background()); err == nil && info.State.Msgs >= uint64(len(sdkEvents)) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("VERA did not store the %d outside events", len(sdkEvents))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

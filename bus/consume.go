@@ -102,9 +102,27 @@ func (c *ConsumerConfig) filters() ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", c.Durable, err)
 		}
-		out = append(out, f)
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
 	}
 	return out, nil
+}
+
+// wants reports whether a decoded event's type is one of c.Types (every
+// type when there are none). The subject filters decide for VERA's own
+// types; an outside type is not in its subject (vera.ext.* types share
+// vera.run.<run>.ext.<identity>), so only this check tells them apart.
+func (c *ConsumerConfig) wants(typ string) bool {
+	if len(c.Types) == 0 {
+		return true
+	}
+	for _, p := range c.Types {
+		if typeMatches(p, typ) {
+			return true
+		}
+	}
+	return false
 }
 
 // Message is one delivered event.
@@ -309,6 +327,12 @@ func (b *Bus) handle(ctx context.Context, log interface {
 	}
 	if m.envErr != nil {
 		b.deadLetter(ctx, log, cfg, m, m.envErr.Error())
+		return
+	}
+	if !cfg.wants(m.Event.Type) {
+		// An outside event of a type the consumer does not take: its
+		// subject is shared by every outside type (ExtArea).
+		_ = jm.Ack()
 		return
 	}
 	ev := m.Event
@@ -617,7 +641,9 @@ func finishStored(subject string, e Event) (Event, error) {
 }
 
 // subjectMatches reports whether subject is vera.run.<RunID>.<Type without
-// "vera.">, without allocating.
+// "vera.">, without allocating; an outside event (a vera.ext.* type) is
+// stored on vera.run.<RunID>.ext.<identity> (see ExtInRoot), whatever its
+// type.
 func subjectMatches(subject string, ev *Event) bool {
 	rest, ok := strings.CutPrefix(subject, SubjectRoot+".")
 	if !ok {
@@ -628,6 +654,10 @@ func subjectMatches(subject string, ev *Event) bool {
 		return false
 	}
 	typ, ok := strings.CutPrefix(ev.Type, "vera.")
+	if ok && isExtType(ev.Type) {
+		area, _, _ := strings.Cut(rest[1:], ".")
+		return area == ExtArea
+	}
 	return ok && rest[1:] == typ
 }
 
@@ -677,7 +707,12 @@ type DeadLetter struct {
 	EventType  string          `json:"event_type,omitempty"`
 	RunID      string          `json:"run_id,omitempty"`
 	Data       json.RawMessage `json:"data,omitempty"`        // the message, when it is JSON
-	DataBase64 []byte          `json:"data_base64,omitempty"` // the message, when it is not
+	DataBase64 []byte          `json:"data_base64,omitempty"` // the message, when it is not, or its first DeadLetterCopyMax bytes
+	// Size is the message's size; Truncated says the copy holds only its
+	// first DeadLetterCopyMax bytes (the message stays in its stream at
+	// Sequence).
+	Size      int  `json:"size,omitempty"`
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 func (b *Bus) deadLetter(ctx context.Context, log interface {
@@ -699,9 +734,15 @@ func (b *Bus) deadLetter(ctx context.Context, log interface {
 	if dl.RunID == "" {
 		dl.RunID, _, _ = ParseSubject(m.Subject)
 	}
-	if json.Valid(m.Raw) {
+	dl.Size = len(m.Raw)
+	switch {
+	case len(m.Raw) > DeadLetterCopyMax:
+		// A dead letter is a pointer with a sample: garbage that fills a
+		// stream must not fill the dead letters with as much again.
+		dl.DataBase64, dl.Truncated = m.Raw[:DeadLetterCopyMax], true
+	case json.Valid(m.Raw):
 		dl.Data = m.Raw
-	} else {
+	default:
 		dl.DataBase64 = m.Raw
 	}
 	data, err := json.Marshal(dl)

@@ -144,6 +144,13 @@ func (b *Bus) message(ev *Event) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isExtType(ev.Type) && b.opts.ExtInbound {
+		// An outside tool's events go through VERA_EXT, counted per run
+		// and identity.
+		if subj, err = ExtInSubject(ev.RunID, b.opts.Identity); err != nil {
+			return nil, err
+		}
+	}
 	data, err := ev.Marshal()
 	if err != nil {
 		return nil, err
@@ -253,6 +260,9 @@ func (b *Bus) publishMsg(ctx context.Context, msg *nats.Msg, id string, po publi
 			}
 			return PubAck{}, ce
 		}
+		if lerr := b.limitError(msg.Subject, err); lerr != nil {
+			return PubAck{}, lerr
+		}
 		if ctx.Err() != nil || !retryable(err) {
 			return PubAck{}, fmt.Errorf("publish %s: %w", msg.Subject, err)
 		}
@@ -322,6 +332,9 @@ func (b *Bus) publishAsync(ctx context.Context, msgs []*nats.Msg, ids []string) 
 			case ack := <-f.Ok():
 				acks[i] = PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}
 			case err := <-f.Err():
+				if lerr := b.limitError(msgs[i].Subject, err); lerr != nil {
+					return acks, fmt.Errorf("publish batch item %d: %w", i, lerr)
+				}
 				if !retryable(err) {
 					return acks, fmt.Errorf("publish batch item %d: %w", i, err)
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,6 +66,16 @@ func (b *Bus) Read(ctx context.Context, opts ReadOptions) iter.Seq2[Record, erro
 		if err != nil {
 			yield(Record{}, err)
 			return
+		}
+		if slices.ContainsFunc(opts.Types, func(t string) bool { return strings.HasPrefix(t, "vera."+ExtArea+".") }) {
+			// Outside types share their subjects: the type is checked here.
+			all := yield
+			yield = func(r Record, err error) bool {
+				if err == nil && r.Err == nil && !cfg.wants(r.Event.Type) {
+					return true
+				}
+				return all(r, err)
+			}
 		}
 		if opts.Direct && !opts.Follow && opts.FromTime.IsZero() {
 			b.readAllDirect(ctx, opts.RunID, filters, max(opts.FromSeq, 1), yield)

@@ -66,6 +66,11 @@ func FilterSubject(runID, typePattern string) (string, error) {
 	if !ok || rest == "" {
 		return "", fmt.Errorf("%w: type pattern %q must start with \"vera.\"", ErrInvalidType, typePattern)
 	}
+	if area, _, _ := strings.Cut(rest, "."); area == ExtArea {
+		// Outside events are stored on vera.run.<run>.ext.<identity>,
+		// whatever their type: every one of them, checked by type when read.
+		return SubjectRoot + "." + run + "." + ExtArea + ".>", nil
+	}
 	toks := strings.Split(rest, ".")
 	for i, t := range toks {
 		switch {

@@ -1,18 +1,21 @@
 package projector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/bustest"
+	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/rundir"
 )
 
@@ -197,3 +200,58 @@ func mustRoots(t *testing.T, dirs ...string) *rundir.Roots {
 	}
 	return r
 }
+
+// TestOutsideEventsAreCappedInTheTrace (issue 26): an outside tool's
+// events grew a run's trace.jsonl from 60 KB to 37 MB. A run's trace now
+// holds at most ExtTraceCap bytes of outside events; VERA's own events
+// are all there, the live projection, a rebuild and Render agree byte for
+// byte, and the outside events past the cap stay on the stream.
+func TestOutsideEventsAreCappedInTheTrace(t *testing.T) {
+	_, b := bustest.New(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "run-ext")
+	evs := synthRun(t, "run-ext", dir, 3)
+	blob := strings.Repeat("x", 10<<10)
+	s := &bustest.Synth{TB: t, RunID: "run-ext", T0: time.Date(2026, 11, 21, 13, 0, 0, 0, time.UTC)}
+	for i := 0; i < 200; i++ { // about 2 MiB of outside events
+		s.Add("tool", flood{I: i, Pad: blob})
+	}
+	s.Add("agent", catalog.NotesAppended{Text: "after the flood", Step: 9}) // VERA's own, after it
+	evs = append(evs, s.Evs...)
+	publish(t, b, evs)
+	f := mustFiles(t, b, FilesConfig{Roots: []string{root}, StateDir: t.TempDir()})
+	handleAll(t, f, b, "run-ext", 10*time.Second)
+	live := readFiles(t, dir)
+	sameFiles(t, "live vs Render", Render(evs), live)
+	var ext, own int
+	for _, line := range bytes.SplitAfter(live[FileTrace], []byte("\n")) {
+		switch {
+		case bytes.Contains(line, []byte(`"type":"vera.ext.`)):
+			ext += len(line)
+		case len(line) > 0:
+			own++
+		}
+	}
+	wantOwn := 0
+	for _, ev := range evs {
+		if !strings.HasPrefix(ev.Type, "vera.ext.") {
+			wantOwn++
+		}
+	}
+	if ext > ExtTraceCap || ext < ExtTraceCap-(12<<10) || own != wantOwn {
+		t.Fatalf("trace.jsonl: %d bytes of outside events (cap %d), %d of VERA's %d events", ext, ExtTraceCap, own, wantOwn)
+	}
+	rb := filepath.Join(root, "rebuilt")
+	if err := f.Rebuild(context.Background(), "run-ext", rb); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "live vs Rebuild", live, readFiles(t, rb))
+}
+
+// flood is an outside event type of a test tool.
+type flood struct {
+	I   int    `json:"i"`
+	Pad string `json:"pad"`
+}
+
+func (flood) EventType() string { return "vera.ext.flood" }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -131,6 +132,9 @@ type projState struct {
 	Dir     string           `json:"dir"`
 	LastSeq uint64           `json:"last_seq"`
 	Sizes   map[string]int64 `json:"sizes"`
+	// ExtTrace is what outside events' lines take of trace.jsonl
+	// (ExtTraceCap).
+	ExtTrace int64 `json:"ext_trace,omitempty"`
 }
 
 type runFiles struct {
@@ -332,6 +336,11 @@ func (f *Files) checkProjected(ctx context.Context, rf *runFiles, ev *bus.Event,
 	if found {
 		return nil // projected already
 	}
+	if strings.HasPrefix(ev.Type, "vera.ext.") && rf.state.ExtTrace > 0 {
+		if keep, _ := extTraceFits(ev, len(raw)+1, rf.state.ExtTrace); !keep {
+			return nil // an outside event past the cap: never in the trace
+		}
+	}
 	f.log().Info("projector: an event arrived after a later one of its run and is not projected; rebuilding the run from the stream",
 		"run", ev.RunID, "id", ev.ID, "type", ev.Type, "seq", seq, "last_seq", rf.state.LastSeq)
 	st, err := f.rebuild(ctx, ev.RunID, rf.dir)
@@ -424,11 +433,19 @@ func (f *Files) applyOne(ctx context.Context, rf *runFiles, ev *bus.Event, raw [
 		f.log().Warn("projector: event data not projected", "run", ev.RunID, "type", ev.Type, "id", ev.ID, "err", err)
 	}
 	rf.buf = buf
-	next := &projState{RunID: st.RunID, Dir: rf.dir.Path(), LastSeq: seq, Sizes: make(map[string]int64, len(st.Sizes)+2)}
+	next := &projState{RunID: st.RunID, Dir: rf.dir.Path(), LastSeq: seq, Sizes: make(map[string]int64, len(st.Sizes)+2), ExtTrace: st.ExtTrace}
 	for k, v := range st.Sizes {
 		next.Sizes[k] = v
 	}
 	for _, c := range chunks {
+		if c.file == FileTrace {
+			var keep bool
+			if keep, next.ExtTrace = extTraceFits(ev, c.to-c.from, next.ExtTrace); !keep {
+				f.log().Warn("projector: an outside event past the run's cap on them is not written to trace.jsonl (it stays on the stream)",
+					"run", ev.RunID, "id", ev.ID, "type", ev.Type, "cap", ExtTraceCap)
+				continue
+			}
+		}
 		n, err := appendSynced(rf.dir, c.file, st.Sizes[c.file], buf[c.from:c.to])
 		if err != nil {
 			return err
@@ -801,7 +818,16 @@ func (f *Files) renderTemps(ctx context.Context, runID string, dir *rundir.Dir) 
 				f.log().Warn("projector: malformed message skipped", "run", runID, "seq", rec.Sequence, "err", rec.Err)
 				continue
 			}
-			scratch = appendEvent(scratch[:0], &rec.Event, rec.Raw, emit)
+			ev := &rec.Event
+			scratch = appendEvent(scratch[:0], ev, rec.Raw, func(file string, line []byte) {
+				if file == FileTrace {
+					var keep bool
+					if keep, st.ExtTrace = extTraceFits(ev, len(line), st.ExtTrace); !keep {
+						return
+					}
+				}
+				emit(file, line)
+			})
 			if werr != nil {
 				cancel()
 				break

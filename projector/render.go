@@ -40,8 +40,16 @@ func Render(events []bus.Event) map[string][]byte {
 		bufs[f] = new(bytes.Buffer)
 	}
 	var scratch []byte
+	var ext int64
 	for i := range events {
-		scratch = appendEvent(scratch[:0], &events[i], nil, func(file string, line []byte) {
+		ev := &events[i]
+		scratch = appendEvent(scratch[:0], ev, nil, func(file string, line []byte) {
+			if file == FileTrace {
+				var keep bool
+				if keep, ext = extTraceFits(ev, len(line), ext); !keep {
+					return
+				}
+			}
 			bufs[file].Write(line)
 		})
 	}
@@ -50,6 +58,27 @@ func Render(events []bus.Event) map[string][]byte {
 		out[f] = b.Bytes()
 	}
 	return out
+}
+
+// ExtTraceCap bounds the trace.jsonl lines of outside events (vera.ext.*
+// types, published by outside tools) in one run's trace: past it, an
+// outside event is not written to trace.jsonl (it stays on the stream, in
+// every export and in `vera events tail`). VERA's own events are never
+// left out. The cap depends only on the run's events in order, so a live
+// projection, a rebuild and a replay still give the same bytes.
+const ExtTraceCap = 1 << 20
+
+// extTraceFits reports whether ev's trace line of n bytes is written, the
+// run's outside events having taken used bytes of the trace before it,
+// and what they take after it.
+func extTraceFits(ev *bus.Event, n int, used int64) (bool, int64) {
+	if !strings.HasPrefix(ev.Type, "vera.ext.") {
+		return true, used
+	}
+	if used+int64(n) > ExtTraceCap {
+		return false, used
+	}
+	return true, used + int64(n)
 }
 
 // RenderEvent calls emit with each file line ev contributes, in a fixed

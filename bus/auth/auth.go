@@ -24,8 +24,9 @@
 //     recorded runs;
 //   - reader: read only (subscribe, create and read consumers, fetch
 //     blobs), never another identity's durable consumer;
-//   - ext: reader plus publish on vera.run.*.ext.> (an outside tool's own
-//     events);
+//   - ext: reader plus publish its own outside events on
+//     vera.extin.*.<its name> (bus.ExtInRoot: bounded per run and identity,
+//     stored in VERA as vera.run.<run>.ext.<its name>);
 //   - identities issued later for a user's own tool (Store.Issue), with
 //     the reader or ext role;
 //   - identities issued for a sandbox daemon started with --id NAME
@@ -56,7 +57,7 @@ const (
 	RoleComponent Role = "component" // a VERA component or the cli: its catalogue types
 	RoleAdmin     Role = "admin"     // everything
 	RoleReader    Role = "reader"    // read only
-	RoleExt       Role = "ext"       // read, and publish vera.run.*.ext.>
+	RoleExt       Role = "ext"       // read, and publish its outside events (vera.extin.*.<name>)
 	RoleSandboxd  Role = "sandboxd"  // a sandbox daemon with an id of its own: sandboxd's types, its own consumers
 )
 
@@ -181,7 +182,7 @@ var LivePublish = map[string][]string{
 // The streams an identity may read.
 // The placement bucket (KV_VERA_SANDBOXD) is not secret: `vera` status
 // tools and the dashboard may show which daemon runs which run.
-var readStreams = []string{bus.StreamName, bus.DeadLetterStream, "OBJ_" + bus.BlobBucket, "KV_" + bus.PlacementBucket}
+var readStreams = []string{bus.StreamName, bus.DeadLetterStream, bus.ExtStream, "OBJ_" + bus.BlobBucket, "KV_" + bus.PlacementBucket}
 
 // PlacementWriters are the components that may write the placement
 // bucket (bus.PlacementBucket): the sandbox daemons lease runs and
@@ -211,7 +212,9 @@ func PermissionsOf(id Identity, all []Identity) (*Permissions, error) {
 		readPermissions(p, "", protected)
 	case RoleExt:
 		readPermissions(p, "", protected)
-		p.PublishAllow = append(p.PublishAllow, bus.SubjectRoot+".*.ext.>")
+		// Its own outside events: on the subjects that end with its
+		// name, which VERA_EXT counts per run (bus.ExtInRoot).
+		p.PublishAllow = append(p.PublishAllow, bus.ExtInRoot+".*."+id.Name)
 	case RoleComponent:
 		readPermissions(p, id.Name, protected)
 		if err := componentPublish(p, id.Name, ComponentDurables[id.Name]); err != nil {
@@ -254,12 +257,9 @@ func componentPublish(p *Permissions, component string, durables []string) error
 	// Live pieces of the model replies it streams (core NATS,
 	// stored nowhere; see internal/live).
 	p.PublishAllow = append(p.PublishAllow, LivePublish[component]...)
-	// Blobs: big model I/O and tool output (bus.PutBlob), and the
-	// purge of a half-written blob's chunks.
-	p.PublishAllow = append(p.PublishAllow,
-		"$O."+bus.BlobBucket+".>",
-		"$JS.API.STREAM.PURGE.OBJ_"+bus.BlobBucket,
-	)
+	// Blobs: big model I/O and tool output (bus.PutBlob). Putting only:
+	// deleting or purging blobs is admin's.
+	p.PublishAllow = append(p.PublishAllow, "$O."+bus.BlobBucket+".>")
 	if slices.Contains(PlacementWriters, component) {
 		p.PublishAllow = append(p.PublishAllow, "$KV."+bus.PlacementBucket+".>")
 	}
@@ -267,36 +267,31 @@ func componentPublish(p *Permissions, component string, durables []string) error
 }
 
 // readPermissions fills what every non-admin identity may do: read the
-// streams through consumers and message gets, and nothing to another
+// streams through named consumers and message gets, and nothing to another
 // identity's durable consumers. protected are the durables by owner;
 // owner's own ("" for none) are left to it.
+//
+// The JetStream API is an allow-list: exactly the requests the bus sends
+// to read (nats.go's jetstream package: stream info, direct and stored
+// message gets, named consumers — ordered ones, the object store's and a
+// key-value watch's —, their info, pulls and deletion, flow control).
+// Everything else under $JS.API is refused by the server, the legacy
+// forms included:
+// the 5-token $JS.API.CONSUMER.CREATE.<stream>, where the server takes the
+// consumer's name from the request's body and updates an existing one (a
+// reader could rewrite the agent's durable), and
+// $JS.API.CONSUMER.DURABLE.CREATE. In the forms allowed the consumer's
+// name is a token of the subject, which the server checks against the
+// body, so a deny of a durable's subjects holds. No identity but admin
+// creates or changes a stream, pauses, resets or unpins a consumer,
+// deletes another identity's durable, deletes or purges messages, or
+// moves, snapshots or restores anything.
 func readPermissions(p *Permissions, owner string, protected map[string][]string) {
 	p.SubscribeAllow = append(p.SubscribeAllow,
 		"vera.>",   // core NATS: watch events as they are stored
 		"_INBOX.>", // replies: JetStream API answers, pulled messages, publish acks
 	)
-	p.PublishAllow = append(p.PublishAllow,
-		"$JS.API.INFO",
-		"$JS.API.STREAM.NAMES",
-		"$JS.API.STREAM.LIST",
-	)
-	for _, s := range readStreams {
-		p.PublishAllow = append(p.PublishAllow,
-			"$JS.API.STREAM.INFO."+s,
-			"$JS.API.STREAM.MSG.GET."+s,
-			"$JS.API.DIRECT.GET."+s,
-			"$JS.API.DIRECT.GET."+s+".>",
-			"$JS.API.CONSUMER.CREATE."+s,
-			"$JS.API.CONSUMER.CREATE."+s+".>",
-			"$JS.API.CONSUMER.INFO."+s+".*",
-			"$JS.API.CONSUMER.NAMES."+s,
-			"$JS.API.CONSUMER.LIST."+s,
-			"$JS.API.CONSUMER.MSG.NEXT."+s+".*",
-			"$JS.API.CONSUMER.DELETE."+s+".*",
-			"$JS.ACK."+s+".>",
-			"$JS.FC."+s+".>", // flow control replies of push consumers (nats stream view)
-		)
-	}
+	p.PublishAllow = append(p.PublishAllow, ReadAPI()...)
 	for _, c := range slices.Sorted(mapKeys(protected)) {
 		if c == owner {
 			continue
@@ -305,6 +300,40 @@ func readPermissions(p *Permissions, owner string, protected map[string][]string
 			p.PublishDeny = append(p.PublishDeny, durableSubjects(bus.StreamName, d)...)
 		}
 	}
+}
+
+// ReadAPI is the JetStream API every identity that reads may use (see
+// readPermissions), in nats-server's subject syntax.
+func ReadAPI() []string {
+	out := []string{
+		"$JS.API.INFO",
+		"$JS.API.STREAM.NAMES",
+		"$JS.API.STREAM.LIST",
+	}
+	for _, s := range readStreams {
+		out = append(out,
+			"$JS.API.STREAM.INFO."+s,
+			"$JS.API.STREAM.MSG.GET."+s,
+			"$JS.API.DIRECT.GET."+s,
+			"$JS.API.DIRECT.GET."+s+".>",
+			"$JS.API.CONSUMER.CREATE."+s+".*",   // a named consumer (no filter, or several)
+			"$JS.API.CONSUMER.CREATE."+s+".*.>", // a named consumer with one filter
+			"$JS.API.CONSUMER.INFO."+s+".*",
+			"$JS.API.CONSUMER.NAMES."+s,
+			"$JS.API.CONSUMER.LIST."+s,
+			"$JS.API.CONSUMER.MSG.NEXT."+s+".*",
+			// Deleting a consumer it made: nats.go deletes a key-value
+			// watch's and an object get's consumer synchronously when it
+			// stops (refused, each stop would wait for its timeout). A
+			// durable of another identity is denied (durableSubjects); an
+			// ephemeral one of another client can be deleted, and VERA's
+			// are all ordered consumers, which make a new one.
+			"$JS.API.CONSUMER.DELETE."+s+".*",
+			"$JS.ACK."+s+".>", // acknowledgements (another identity's durables are denied)
+			"$JS.FC."+s+".>",  // flow control replies of push consumers (key-value watches)
+		)
+	}
+	return out
 }
 
 // durableSubjects are the API subjects that act on durable d of stream s.
@@ -341,7 +370,7 @@ func Describe(id Identity) string {
 	case RoleReader:
 		return "read only"
 	case RoleExt:
-		return "read; publish vera.run.*.ext.>"
+		return "read; publish its outside events on " + bus.ExtInRoot + ".*." + id.Name + " (stored as vera.run.*.ext." + id.Name + ")"
 	case RoleSandboxd:
 		return "sandbox daemon --id " + id.Name + ": " + describeComponent(catalog.ComponentSandboxd) + "; its own consumers " + strings.Join(SandboxDaemonDurables(id.Name), ", ")
 	}

@@ -236,20 +236,29 @@ func TestReaderReadsAndCannotPublish(t *testing.T) {
 func TestExtPublishesOnlyUnderExt(t *testing.T) {
 	s, store, admin := bustest.NewSecure(t)
 	ctx := ctxT(t, time.Minute)
-	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishBudget: time.Second})
+	ext := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishBudget: time.Second, ExtInbound: true})
 	ev, err := ext.Events.NewRaw("x", "vera.ext.demo", json.RawMessage(`{"hello":"world"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ext.Publish(ctx, ev); err != nil {
-		t.Fatalf("ext publishing vera.run.x.ext.demo: %v", err)
+		t.Fatalf("ext publishing its vera.ext.demo (on vera.extin.x.ext): %v", err)
 	}
 	if _, err := ext.Publish(ctx, exampleEvent(t, ext, "x", catalog.TypeToolFinished)); !errors.Is(err, bus.ErrPermissionDenied) {
 		t.Fatalf("ext publishing vera.run.x.tool.finished: %v, want ErrPermissionDenied", err)
 	}
-	evs, err := admin.ReadRun(ctx, "x")
-	if err != nil || len(evs) != 1 || evs[0].Type != "vera.ext.demo" {
-		t.Fatalf("run x: %v %v", evs, err)
+	// Neither straight into VERA, nor on another identity's subject.
+	for _, subj := range []string{"vera.run.x.ext.demo", "vera.extin.x.reader", "vera.extin.x.agent"} {
+		if _, err := ext.PublishRaw(ctx, subj, ev.ID, []byte(`{}`)); !errors.Is(err, bus.ErrPermissionDenied) {
+			t.Errorf("ext publishing %s: %v, want ErrPermissionDenied", subj, err)
+		}
+	}
+	evs := waitRunEvents(t, admin, "x", 1)
+	if len(evs) != 1 || evs[0].Type != "vera.ext.demo" {
+		t.Fatalf("run x: %v", evs)
+	}
+	if subj, _ := bustest.RawSubjects(t, admin, "vera.run.x.>"); len(subj) != 1 || subj[0] != "vera.run.x.ext.ext" {
+		t.Fatalf("run x is stored on %v, want the publisher's name in the subject", subj)
 	}
 	if got, err := ext.ReadRun(ctx, "x"); err != nil || len(got) != 1 {
 		t.Fatalf("ext reads run x: %v %v", got, err)
@@ -269,8 +278,8 @@ func TestIssuedIdentityTakesEffectOnReload(t *testing.T) {
 	if _, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), CredsFile: path, ReadOnly: true, Logger: bustest.Logger(t)}); !errors.Is(err, bus.ErrNotAuthorized) {
 		t.Fatalf("a new identity before the reload: %v", err)
 	}
-	reload(t, s, store)
-	tool := bustest.Connect(t, s.ClientURL(), bus.Options{CredsFile: path, Source: "mytool", ReadOnly: true, PublishBudget: time.Second})
+	bustest.ReloadUsers(t, s, store)
+	tool := bustest.Connect(t, s.ClientURL(), bus.Options{CredsFile: path, Source: "mytool", ReadOnly: true, PublishBudget: time.Second, ExtInbound: true})
 	ev, _ := tool.Events.NewRaw("t1", "vera.ext.scan", json.RawMessage(`{}`))
 	if _, err := tool.Publish(ctx, ev); err != nil {
 		t.Fatal(err)
@@ -282,7 +291,7 @@ func TestIssuedIdentityTakesEffectOnReload(t *testing.T) {
 	if err := store.Revoke("mytool"); err != nil {
 		t.Fatal(err)
 	}
-	reload(t, s, store)
+	bustest.ReloadUsers(t, s, store)
 	if _, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), CredsFile: path, ReadOnly: true, Logger: bustest.Logger(t)}); err == nil {
 		t.Fatal("a revoked identity connected")
 	}
@@ -293,21 +302,6 @@ func TestIssuedIdentityTakesEffectOnReload(t *testing.T) {
 		t.Fatal("issued an identity with a bad name")
 	}
 	_ = admin
-}
-
-func reload(t *testing.T, s *embedded.Server, store auth.Store) {
-	t.Helper()
-	ids, err := store.Identities()
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := auth.NkeyUsers(ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetUsers(users); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestConfigBlockIsTheSamePermissions loads the generated nats.conf
@@ -374,8 +368,9 @@ func TestConfigBlockIsTheSamePermissions(t *testing.T) {
 }
 
 // TestExtCannotForgeATypeInTheEnvelope: ext may publish on
-// vera.run.*.ext.>, so it could store an envelope that claims to be a
-// vera.tool.finished there; no reader of the run takes it for one.
+// vera.extin.*.ext (stored as vera.run.*.ext.ext), so it could store an
+// envelope that claims to be a vera.tool.finished there; no reader of the
+// run takes it for one.
 func TestExtCannotForgeATypeInTheEnvelope(t *testing.T) {
 	s, store, admin := bustest.NewSecure(t)
 	ctx := ctxT(t, time.Minute)
@@ -385,8 +380,13 @@ func TestExtCannotForgeATypeInTheEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ext.PublishRaw(ctx, "vera.run.x.ext.forged", forged.ID, raw); err != nil {
+	if _, err := ext.PublishRaw(ctx, "vera.extin.x.ext", forged.ID, raw); err != nil {
 		t.Fatalf("ext publishing on its own subject: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n := 0; n == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		subj, _ := bustest.RawSubjects(t, admin, "vera.run.x.>")
+		n = len(subj)
 	}
 	evs, err := admin.ReadRun(ctx, "x")
 	if err != nil {
@@ -666,7 +666,7 @@ func TestSandboxDaemonIdentityOwnsItsConsumers(t *testing.T) {
 	if d := auth.Describe(id); !strings.Contains(d, "sandboxd-dock2") || !strings.Contains(d, catalog.TypeToolFinished) {
 		t.Errorf("Describe(dock2) = %q", d)
 	}
-	reload(t, s, store)
+	bustest.ReloadUsers(t, s, store)
 	dock2 := bustest.ConnectAs(t, s.ClientURL(), store, "dock2", bus.Options{Source: catalog.ComponentSandboxd, PublishBudget: time.Second, PublishTimeout: 3 * time.Second})
 	if _, err := admin.Publish(ctx, exampleEvent(t, admin, "r1", catalog.TypeToolRequested)); err != nil {
 		t.Fatal(err)
@@ -754,8 +754,25 @@ func TestSandboxDaemonIdentityOwnsItsConsumers(t *testing.T) {
 	if err := store.Revoke("dock2"); err != nil {
 		t.Fatal(err)
 	}
-	reload(t, s, store)
+	bustest.ReloadUsers(t, s, store)
 	if _, err := bus.Connect(ctx, bus.Options{URL: s.ClientURL(), CredsFile: store.Path("dock2"), ReadOnly: true, Logger: bustest.Logger(t)}); err == nil {
 		t.Error("the revoked dock2 connected")
+	}
+}
+
+// waitRunEvents waits until run holds n events (outside events reach VERA
+// from VERA_EXT a moment after their publish) and returns them.
+func waitRunEvents(t *testing.T, b *bus.Bus, run string, n int) []bus.Event {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	for {
+		evs, err := b.ReadRun(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) >= n || ctx.Err() != nil {
+			return evs
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ package bustest
 
 import (
 	"go.uber.org/goleak"
+	"sort"
 
 	"context"
 	"fmt"
@@ -229,6 +230,9 @@ var LeakIgnores = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
 	goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*srvMemStore).expireMsgs"),
 	goleak.IgnoreTopFunction("time.Sleep"),
+	// A stream's source consumer setup (VERA sources VERA_EXT) waits for
+	// its answer on a timer of its own, past Shutdown.
+	goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"),
 }
 
 // Start runs a component's Run(ctx) in the background until the returned
@@ -278,6 +282,23 @@ func StartSecureServer(tb testing.TB) (*embedded.Server, auth.Store) {
 	}
 	tb.Cleanup(s.Shutdown)
 	return s, store
+}
+
+// ReloadUsers gives server s the identities store holds now, as a
+// running `vera up` reloads after `vera auth issue` or `revoke`.
+func ReloadUsers(tb testing.TB, s *embedded.Server, store auth.Store) {
+	tb.Helper()
+	ids, err := store.Identities()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	users, err := auth.NkeyUsers(ids)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.SetUsers(users); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // ConnectAs is Connect with identity's credentials from store.
@@ -347,4 +368,25 @@ func RawRead(tb testing.TB, b *bus.Bus, filter string) int {
 			return n
 		}
 	}
+}
+
+// RawSubjects lists, sorted, the subjects of stream VERA's messages that
+// match filter, as the server counts them (no consumer, no wait).
+func RawSubjects(tb testing.TB, b *bus.Bus, filter string) ([]string, map[string]uint64) {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := b.JetStream().Stream(ctx, bus.StreamName)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		out = append(out, subj)
+	}
+	sort.Strings(out)
+	return out, info.State.Subjects
 }

@@ -76,7 +76,7 @@ func EventsMarkdown() []byte {
 
 	w("## Outside types: `vera.ext.*`\n\n")
 	w("Types under `vera.ext.` (for example `vera.ext.acme_scanned` or `vera.ext.acme.scanned`) are reserved for outside tools. ")
-	w("Each token after `vera.ext` matches `^[a-z][a-z0-9_]*$`; they use the same envelope and the same subject scheme (`vera.run.<run_id>.ext.<...>`). ")
+	w("Each token after `vera.ext` matches `^[a-z][a-z0-9_]*$`; they use the same envelope. An outside tool publishes them on `vera.extin.<run_id>.<its identity>` (stream `VERA_EXT`, which keeps at most 1,024 of at most 16 KiB per run and identity), and the stream `VERA` stores them as `vera.run.<run_id>.ext.<its identity>`: the subject names the identity that sent the event, the envelope its type. ")
 	w("The bus carries them like any other event; they are never in this catalogue, and VERA's components ignore them. ")
 	w("More generally every component ignores event types it does not know, so new types never break old consumers.\n\n")
 

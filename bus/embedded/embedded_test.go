@@ -137,7 +137,7 @@ func TestNATSConfStartsAVERAServer(t *testing.T) {
 		t.Fatalf("connect without credentials to a server from nats.conf: %v", err)
 	}
 	bustest.ConnectAs(t, s.ClientURL(), store, auth.Admin, bus.Options{}) // creates the streams
-	b := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishBudget: time.Second})
+	b := bustest.ConnectAs(t, s.ClientURL(), store, auth.Ext, bus.Options{PublishBudget: time.Second, ExtInbound: true})
 	ev, _ := b.Events.NewRaw("conf", "vera.ext.demo", []byte(`{}`))
 	if _, err := b.Publish(ctx, ev); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 
 func newAgentCmd(g *globals) *cobra.Command {
 	var f agentFlags
+	var kf keyEnvFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the VERA research agent alone, as a consumer of the bus",
@@ -42,23 +43,33 @@ Kill one (even with kill -9) and another, or a restarted one, goes on from
 the stream without repeating a model call or a tool request.
 
 Each run's model (base URL, name, the NAME of the API key variable) comes
-from its task; the key itself is read from this process's environment.`,
+from its task; the key itself is read from this process's environment, and
+only from a variable this process may read: one given with
+--allow-api-key-env (without it, OPENAI_API_KEY) or named by
+$VERA_API_KEY_ENV. A task naming any other is refused before a request is
+made: the run ends FAILED with a reason naming the flag that allows it.`,
 		Example: `  vera agent --nats-url nats://127.0.0.1:4222
-  OPENAI_API_KEY=... vera agent --nats-url nats://nats.internal:4222 --agent-id agent-2`,
+  OPENAI_API_KEY=... vera agent --nats-url nats://nats.internal:4222 --agent-id agent-2
+  GROQ_KEY=... vera agent --nats-url nats://nats.internal:4222 --allow-api-key-env GROQ_KEY,OPENAI_API_KEY`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.concurrency < 1 {
 				return usageError{fmt.Errorf("--agent-concurrency must be at least 1, got %d", f.concurrency)}
 			}
+			keys, err := kf.keys()
+			if err != nil {
+				return err
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err
 			}
-			log.Info("agent consuming", "url", g.natsURL, "agent_id", f.id)
+			log.Info("agent consuming", "url", g.natsURL, "agent_id", f.id, "api_key_envs", keys.String())
 			fmt.Fprintf(g.stderr, "vera agent %s consuming on %s (Ctrl-C to stop)\n", f.id, g.natsURL)
-			return g.runSet(cmd.Context(), wiring.Set{Agent: agentConfig(f)}, log)
+			return g.runSet(cmd.Context(), wiring.Set{Agent: agentConfig(f), KeyEnvs: keys}, log)
 		},
 	}
 	f.register(cmd)
+	kf.register(cmd)
 	return cmd
 }

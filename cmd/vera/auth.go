@@ -78,7 +78,12 @@ func startEmbedded(ctx context.Context, g *globals, dataDir, listen, name string
 		return nil, err
 	}
 	e := &embeddedBus{srv: srv, store: store}
-	admin, err := bus.Connect(ctx, bus.Options{URL: srv.ClientURL(), CredsFile: store.Path(auth.Admin), Source: "vera-up", Logger: log, Replicas: g.replicas})
+	limits, err := g.storeLimits(filepath.Join(dataDir, "nats"), false, log)
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	admin, err := bus.Connect(ctx, bus.Options{URL: srv.ClientURL(), CredsFile: store.Path(auth.Admin), Source: "vera-up", Logger: log, Replicas: g.replicas, Limits: limits})
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
@@ -130,7 +135,7 @@ func newAuthCmd(g *globals) *cobra.Command {
 		Long: `Every connection to VERA's bus has its own NATS identity (an nkey), and
 every identity publishes only what it must: each component exactly the event
 types the catalogue lists it as producing (vera events types), 'reader' only
-reads, 'ext' reads and publishes under vera.run.*.ext.>, 'admin' may do
+reads, 'ext' reads and publishes its own outside events on vera.extin.*.<its name>, 'admin' may do
 everything (create streams, import runs). The NATS server enforces it.
 
 'vera up' makes the identities on its first start, in DATA_DIR/creds: one
@@ -200,7 +205,9 @@ reloaded (the authorization block is rewritten).
 
 Roles:
   reader    read only
-  ext       read, and publish the tool's own events on vera.run.*.ext.>
+  ext       read, and publish the tool's own events (vera.ext.* types) on
+            vera.extin.<run id>.NAME: stored as vera.run.<run id>.ext.NAME,
+            at most 1,024 of at most 16 KiB per run
   sandboxd  a sandbox daemon started with --id NAME: what sandboxd may do,
             and its consumers (sandboxd-NAME, sandboxd-control-NAME) kept
             from every other identity`,
@@ -226,7 +233,7 @@ Roles:
 			return nil
 		},
 	}
-	issueCmd.Flags().StringVar(&role, "role", string(auth.RoleReader), "reader (read only), ext (read, publish vera.run.*.ext.>) or sandboxd (a sandbox daemon named NAME)")
+	issueCmd.Flags().StringVar(&role, "role", string(auth.RoleReader), "reader (read only), ext (read, publish its outside events on vera.extin.*.NAME) or sandboxd (a sandbox daemon named NAME)")
 	revokeCmd := &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke an issued identity (a running vera up disconnects it within a second)",

@@ -138,7 +138,7 @@ func TestUpIdentities(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("auth list: exit %d", code)
 	}
-	for _, want := range []string{"agent", "sandboxd", "verifier.logic", "admin", "reader", "read only", "ext", "vera.run.*.ext.>", "vera.tool.finished"} {
+	for _, want := range []string{"agent", "sandboxd", "verifier.logic", "admin", "reader", "read only", "ext", "vera.extin.*.ext", "vera.tool.finished"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("auth list lacks %q:\n%s", want, out)
 		}
@@ -173,7 +173,7 @@ func TestUpIdentities(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ev := `{"specversion":"1.0","id":"01JDEMOX0000000000000000AB","source":"mytool","type":"vera.ext.scan","subject":"t1","runid":"t1","time":"2026-11-21T18:00:00Z","data":{}}`
-	if _, err := js.Publish(ctx, "vera.run.t1.ext.scan", []byte(ev)); err != nil {
+	if _, err := js.Publish(ctx, "vera.extin.t1.mytool", []byte(ev)); err != nil {
 		t.Fatalf("issued ext identity publishing its own event: %v", err)
 	}
 	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)

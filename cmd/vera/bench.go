@@ -46,6 +46,7 @@ type benchLoadFlags struct {
 	timeout                            time.Duration
 	dataDir, natsListen                string
 	noNetwork                          bool
+	keys                               keyEnvFlags // --allow-api-key-env
 }
 
 func (f *benchLoadFlags) register(cmd *cobra.Command) {
@@ -65,6 +66,7 @@ func (f *benchLoadFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "give up on runs that have not ended this long after the bench began")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "the data dir: identities (creds), and without --nats-url the embedded bus's store (env VERA_DATA_DIR)")
 	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "without --nats-url: address of the embedded NATS server (port 0 = a free one)")
+	f.keys.register(cmd)
 }
 
 func (f *benchLoadFlags) validate() error {
@@ -392,6 +394,10 @@ func benchLoad(ctx context.Context, g *globals, cmd *cobra.Command, f benchLoadF
 	if err := model.Validate("--model-base-url"); err != nil {
 		return usageError{err}
 	}
+	keys, err := f.keys.keys(f.model.APIKeyEnv, vf.judge.apiKeyEnv)
+	if err != nil {
+		return err
+	}
 
 	b, err := openTaskBus(ctx, g, cmd, f.dataDir, f.natsListen, "vera-bench", log)
 	if err != nil {
@@ -414,7 +420,7 @@ func benchLoad(ctx context.Context, g *globals, cmd *cobra.Command, f benchLoadF
 	} else {
 		rep.Deployment = "embedded"
 		rep.AgentConcurrency, rep.SandboxdConc = af.concurrency, sf.concurrency
-		if err := b.startComponents(ctx, sf, vf, af, []string{root}, nil); err != nil {
+		if err := b.startComponents(ctx, sf, vf, af, keys, []string{root}, nil); err != nil {
 			return err
 		}
 	}

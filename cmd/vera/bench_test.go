@@ -205,10 +205,11 @@ func TestTwoAgentsTwoVerifiers(t *testing.T) {
 		t.Cleanup(p.kill)
 		return p
 	}
-	agent1 := component("agent-1", "agent", "--agent-id", "agent-1")
-	agent2 := component("agent-2", "agent", "--agent-id", "agent-2")
-	ver1 := component("verifier-1", "verifierd")
-	ver2 := component("verifier-2", "verifierd")
+	// The runs name twoKeyEnv: each process must be allowed to read it.
+	agent1 := component("agent-1", "agent", "--agent-id", "agent-1", "--allow-api-key-env", twoKeyEnv)
+	agent2 := component("agent-2", "agent", "--agent-id", "agent-2", "--allow-api-key-env", twoKeyEnv)
+	ver1 := component("verifier-1", "verifierd", "--allow-api-key-env", twoKeyEnv)
+	ver2 := component("verifier-2", "verifierd", "--allow-api-key-env", twoKeyEnv)
 	procs := []*proc{agent1, agent2, ver1, ver2}
 	t.Cleanup(func() {
 		if t.Failed() {

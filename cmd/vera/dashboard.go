@@ -21,7 +21,7 @@ func newDashboardCmd(g *globals) *cobra.Command {
 	var listen, dataDir, token string
 	var allowedHosts []string
 	var runs dashboardRunFlags
-	var noMetrics bool
+	var noMetrics, metricsPublic bool
 	var maxStreams int
 	cmd := &cobra.Command{
 		Use:   "dashboard",
@@ -35,9 +35,11 @@ session, start or cancel a run) needs the token printed at start; it is also
 written to DATA_DIR/dashboard.token (mode 0600). Reading (the API and the
 live feed) needs that token or the read-only one in
 DATA_DIR/dashboard.read-token (mode 0600), which cannot change anything.
-Open the printed URL: the token travels in its #fragment, which the browser
-never sends to the server. At most --max-streams live feeds are served at
-once; one more is answered 503 with Retry-After.
+Prometheus' /metrics takes either token too, as "Authorization: Bearer
+<token>" (--metrics-public serves it without one). Open the printed URL:
+the token travels in its #fragment, which the browser never sends to the
+server. At most --max-streams live feeds are served at once; one more is
+answered 503 with Retry-After.
 
 Runs started from the page use the model and settings given here; their work
 dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
@@ -84,7 +86,7 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 				})
 			}
 			d, err := dashboard.New(dashboard.Options{
-				Bus: b, Metrics: m, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, MaxStreams: maxStreams, TraceURL: runs.traceUI, Logger: log,
+				Bus: b, Metrics: m, MetricsPublic: metricsPublic, DataDir: dataDir, Token: token, Template: tmpl, AllowedHosts: allowedHosts, MaxStreams: maxStreams, TraceURL: runs.traceUI, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -102,6 +104,9 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 			fmt.Fprintf(w, "VERA dashboard: http://%s/#token=%s\n", addr.String(), d.Token())
 			fmt.Fprintf(w, "  token:  %s (also in %s)\n", d.Token(), d.TokenFile())
 			fmt.Fprintf(w, "  read:   a read-only token is in %s\n", filepath.Join(dataDir, dashboard.ReadTokenFileName))
+			if m != nil {
+				fmt.Fprintf(w, "  metrics: http://%s/metrics (%s)\n", addr.String(), metricsAccess(metricsPublic, dataDir))
+			}
 			fmt.Fprintf(w, "  runs:   work dirs under %s\n", filepath.Join(dataDir, "runs"))
 			fmt.Fprintln(w, "Press Ctrl-C to stop.")
 			return d.Serve(ctx, ln)
@@ -120,9 +125,18 @@ dirs are DATA_DIR/runs/<run_id>/work. See docs/dashboard.md.`,
 	f.BoolVar(&runs.verifyFast, "verifyfast", false, "score candidate answers with VerifyFast")
 	f.BoolVar(&runs.network, "network", true, "let the sandbox reach the network (curl/wget)")
 	f.BoolVar(&noMetrics, "no-metrics", false, "do not fold the stream into the metrics panel")
+	f.BoolVar(&metricsPublic, "metrics-public", false, "serve /metrics without a token (default: it needs the read-only token or the full one)")
 	f.IntVar(&maxStreams, "max-streams", dashboard.DefaultMaxStreams, "live feeds (SSE) served at once; one more gets 503 with Retry-After")
 	runs.registerTraceUI(cmd)
 	return cmd
+}
+
+// metricsAccess says, for a start-up line, who may read /metrics.
+func metricsAccess(public bool, dataDir string) string {
+	if public {
+		return "public: no token needed (--metrics-public)"
+	}
+	return "needs the read-only token in " + filepath.Join(dataDir, dashboard.ReadTokenFileName) + " as Authorization: Bearer <token>"
 }
 
 // dashboardRunFlags are the settings of runs started from a dashboard

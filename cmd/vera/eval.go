@@ -26,6 +26,7 @@ import (
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/replay"
 	"github.com/vera-run/vera/sandboxd"
+	"github.com/vera-run/vera/verifierd/verifyfast"
 )
 
 func init() { register(newEvalCmd) }
@@ -100,6 +101,13 @@ timeout).
 Without --nats-url the embedded bus and every component run in this
 process, as with vera run. --out DIR receives report.txt, report.json and
 report.html (self-contained, with charts).
+
+API keys: the model clients of this process (the embedded components, and
+the judge scorer, which runs here even with --nats-url) read only the
+variable --api-key-env names, $VERA_API_KEY_ENV's and those given with
+--allow-api-key-env (without it, OPENAI_API_KEY). A profile (of
+--profiles-file, or a resumed eval's) or a judge naming another stops the
+eval, exit 2, before anything is published.
 
 Exit status: 0 every task scored, 1 VERA failed, 2 bad flags or task set,
 5 interrupted.`,
@@ -230,6 +238,23 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 	if f.judge.Name != "" {
 		judge.Name = f.judge.Name
 	}
+	// The key variables the model clients of this process may read: the
+	// embedded components' (they run the profiles) and the judge
+	// scorer's, which runs here even with --nats-url. A profile or judge
+	// naming another stops the eval before anything is published.
+	keys, err := f.run.keyEnvs(vf)
+	if err != nil {
+		return err
+	}
+	keys = keys.For("vera eval")
+	if !externalBus(cmd) {
+		if err := checkProfileKeys(keys, profiles, verifyFastSettings(vf)); err != nil {
+			return err
+		}
+	}
+	if err := checkJudgeKeys(keys, tasks, judge); err != nil {
+		return err
+	}
 
 	b, err := openTaskBus(ctx, g, cmd, f.run.dataDir, f.run.natsListen, "vera-eval", log)
 	if err != nil {
@@ -243,29 +268,40 @@ func runEval(ctx context.Context, g *globals, cmd *cobra.Command, taskFile strin
 			return err
 		}
 	}
-	if err := b.startComponents(ctx, sf, vf, af, []string{workRoot}, nil); err != nil {
-		return err
-	}
 	external, url := b.external, b.url
 
-	if judge.Name == "" && resume {
-		// The recorded profiles' first model, as on the first run.
+	if resume && (judge.Name == "" || (len(profiles) == 0 && !external)) {
 		if started, _, _, ok, err := runner.ReadEval(ctx, b.Bus, evalID); err == nil && ok && len(started.Profiles) > 0 {
-			judge = started.Profiles[0].Model
-			if f.judge.BaseURL != "" {
-				judge.BaseURL = f.judge.BaseURL
+			if judge.Name == "" {
+				// The recorded profiles' first model, as on the first run.
+				judge = started.Profiles[0].Model
+				if f.judge.BaseURL != "" {
+					judge.BaseURL = f.judge.BaseURL
+				}
+				if f.judge.Name != "" {
+					judge.Name = f.judge.Name
+				}
+				if err := checkJudgeKeys(keys, tasks, judge); err != nil {
+					return err
+				}
 			}
-			if f.judge.Name != "" {
-				judge.Name = f.judge.Name
+			if len(profiles) == 0 && !external {
+				// The recorded profiles run again here.
+				if err := checkProfileKeys(keys, started.Profiles, verifyFastSettings(vf)); err != nil {
+					return err
+				}
 			}
 		}
+	}
+	if err := b.startComponents(ctx, sf, vf, af, keys, []string{workRoot}, nil); err != nil {
+		return err
 	}
 	for _, t := range tasks {
 		if t.Scorer.Type == eval.ScorerJudge && (judge.Name == "" || judge.BaseURL == "") {
 			return usageError{fmt.Errorf("task %s is scored by a judge model: give --scorer-model and --scorer-model-base-url (or the agent's --model and --model-base-url)", t.ID)}
 		}
 	}
-	models := wiring.NewRecordingModels(b.Bus, log)
+	models := wiring.NewRecordingModels(b.Bus, log, keys)
 	defer models.Close()
 	submittedBy := "cli"
 	if u := os.Getenv("USER"); u != "" {
@@ -500,6 +536,7 @@ func newEvalRescoreCmd(g *globals) *cobra.Command {
 	var auditorURL, auditorName string
 	var timeout time.Duration
 	var sf sandboxFlags
+	var kf keyEnvFlags
 	cmd := &cobra.Command{
 		Use:   "rescore EVAL_ID TASKS.jsonl",
 		Short: "Score a finished eval's runs again: changed scorers, or a newer auditor (--reverify)",
@@ -531,6 +568,14 @@ are today's auditor's; the first and final answers are unchanged.`,
 			if !reverify && (auditorURL != "" || auditorName != "" || noSandbox) {
 				return usageError{errors.New("--auditor-model, --auditor-model-base-url and --no-sandbox go with --reverify")}
 			}
+			// The judge scorer and the re-verifying auditor run here, on
+			// models the recorded eval names: they read only the key
+			// variables allowed here.
+			keys, err := kf.keys(apiKeyEnv)
+			if err != nil {
+				return err
+			}
+			keys = keys.For("vera eval rescore")
 			ctx := cmd.Context()
 			var b *bus.Bus
 			if reverify {
@@ -555,7 +600,10 @@ are today's auditor's; the first and final answers are unchanged.`,
 			if judge.Name == "" && len(started.Profiles) > 0 {
 				judge = started.Profiles[0].Model
 			}
-			models := wiring.NewRecordingModels(b, log)
+			if err := checkJudgeKeys(keys, tasks, judge); err != nil {
+				return err
+			}
+			models := wiring.NewRecordingModels(b, log, keys)
 			defer models.Close()
 			key := digest
 			if reverify {
@@ -582,6 +630,9 @@ are today's auditor's; the first and final answers are unchanged.`,
 					if auditorName != "" {
 						m.Name = auditorName
 					}
+					if err := checkKeys(keys, "", []namedModel{{"the auditor's model", m}}); err != nil {
+						return err
+					}
 					ro.AuditModel = &m
 				}
 				if !noSandbox {
@@ -594,6 +645,12 @@ are today's auditor's; the first and final answers are unchanged.`,
 					}
 				}
 				opts.Reverify = func(ctx context.Context, runID string) (string, error) {
+					if ro.AuditModel == nil {
+						// Each run's recorded auditor model.
+						if err := checkRecordedKeys(ctx, b, runID, keys, true); err != nil {
+							return "", err
+						}
+					}
 					o := ro
 					work, err := os.MkdirTemp("", "vera-reverify-")
 					if err != nil {
@@ -633,6 +690,7 @@ are today's auditor's; the first and final answers are unchanged.`,
 	fl.DurationVar(&timeout, "timeout", replay.DefaultTimeout, "--reverify: how long to wait for the auditor on one run")
 	fl.StringVar(&sf.image, "image", os.Getenv("VERA_SANDBOX_IMAGE"), "--reverify: sandbox image; default the one `vera sandbox build` made (env VERA_SANDBOX_IMAGE)")
 	fl.StringVar(&sf.network, "network", envOr("VERA_SANDBOX_NETWORK", sandboxd.DefaultNetwork), "--reverify: Docker network of the auditor's sandboxes")
+	kf.register(cmd)
 	return cmd
 }
 
@@ -721,6 +779,30 @@ type onRun struct {
 func (o onRun) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	req.RunID = o.runID
 	return o.Completer.Complete(ctx, req)
+}
+
+// checkProfileKeys refuses profiles whose model settings name an API key
+// variable keys does not allow (the components would refuse their runs).
+func checkProfileKeys(keys *llm.KeyEnvs, profiles []catalog.EvalProfile, settings *verifyfast.Settings) error {
+	for _, p := range profiles {
+		cfg := catalog.RunConfig{Model: p.Model, Auditor: p.Auditor, VerifyFast: p.VerifyFast}
+		if err := checkKeys(keys, "profile "+p.Name+" ", runModels(cfg, settings)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkJudgeKeys refuses a judge scorer model (when a task is scored by
+// one) whose api_key_env keys does not allow: the judge runs in this
+// process.
+func checkJudgeKeys(keys *llm.KeyEnvs, tasks []eval.Task, judge catalog.ModelConfig) error {
+	for _, t := range tasks {
+		if t.Scorer.Type == eval.ScorerJudge {
+			return checkKeys(keys, "", []namedModel{{"the judge scorer's model", judge}})
+		}
+	}
+	return nil
 }
 
 // checkEvalInputs refuses a task set whose tasks name input dirs outside

@@ -14,6 +14,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/forkspec"
+	"github.com/vera-run/vera/internal/llm"
 )
 
 func init() { register(newForkCmd) }
@@ -39,6 +40,7 @@ type forkFlags struct {
 	jsonOut             bool
 	showReasoning       bool
 	dataDir, natsListen string
+	keys                keyEnvFlags // --allow-api-key-env
 }
 
 func (f *forkFlags) register(cmd *cobra.Command) {
@@ -64,6 +66,7 @@ func (f *forkFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.showReasoning, "show-reasoning", false, "print each step's reasoning in full")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "without --nats-url: where the embedded bus keeps its store, DIR/nats (env VERA_DATA_DIR)")
 	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "without --nats-url: address of the embedded NATS server (port 0 = a free one)")
+	f.keys.register(cmd)
 }
 
 // overrides are the settings the flags change (only the flags given).
@@ -133,6 +136,12 @@ would have happened from here with...?" without running the start again.
     first vera.audit.requested): the recording holds the agent's replies,
     not an audit to replay. N is 0 to RUN's step count, below that step.
 
+The fork keeps RUN's api_key_env unless --api-key-env changes it. RUN may
+have been imported from anyone: without --nats-url, a fork whose model (or
+auditor model) names another variable than --api-key-env's,
+$VERA_API_KEY_ENV's or one given with --allow-api-key-env (without it,
+OPENAI_API_KEY) stops here, exit 2, before it is submitted.
+
 The fork's work dir is --work-dir (it must be empty or new), else a sibling
 of RUN's work dir named <its name>-fork-<the new run id's last 8
 characters>. Its vera.task.submitted carries fork: {from, at_step, note}
@@ -174,11 +183,15 @@ Exit status:
 			if err := vf.validate(); err != nil {
 				return err
 			}
+			keys, err := f.keys.keys(f.apiKeyEnv, vf.judge.apiKeyEnv)
+			if err != nil {
+				return err
+			}
 			log, err := g.quietLogger(cmd)
 			if err != nil {
 				return err
 			}
-			return forkTask(cmd.Context(), g, cmd, args[0], f, sf, vf, af, log)
+			return forkTask(cmd.Context(), g, cmd, args[0], f, sf, vf, af, keys, log)
 		},
 	}
 	f.register(cmd)
@@ -244,7 +257,7 @@ func forkConfig(ctx context.Context, b *bus.Bus, cmd *cobra.Command, original, n
 // newForkCmd). Its bus and component handling is runTask's (taskBus); it
 // reads the original on the same connection before it submits.
 func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original string, f forkFlags,
-	sf sandboxFlags, vf verifierFlags, af agentFlags, log *slog.Logger) error {
+	sf sandboxFlags, vf verifierFlags, af agentFlags, keys *llm.KeyEnvs, log *slog.Logger) error {
 	b, err := openTaskBus(ctx, g, cmd, f.dataDir, f.natsListen, "vera-fork", log)
 	if err != nil {
 		return err
@@ -260,6 +273,14 @@ func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original stri
 		return err
 	}
 	cfg := sub.RunConfig
+	if !b.external {
+		// The original's model settings come from the record: this
+		// process's components would refuse a key variable they may not
+		// read; say so before anything is published.
+		if err := checkKeys(keys.For("vera fork"), "the fork's ", runModels(cfg, verifyFastSettings(vf))); err != nil {
+			return err
+		}
+	}
 	if err := b.claimRunDir(cfg.WorkDir, runID, sf); err != nil {
 		return err
 	}
@@ -271,7 +292,7 @@ func forkTask(ctx context.Context, g *globals, cmd *cobra.Command, original stri
 			return err
 		}
 	}
-	if err := b.startComponents(ctx, sf, vf, af, []string{cfg.WorkDir}, nil); err != nil {
+	if err := b.startComponents(ctx, sf, vf, af, keys, []string{cfg.WorkDir}, nil); err != nil {
 		return err
 	}
 

@@ -71,6 +71,7 @@ type globals struct {
 	// process's identities (see credsFor); "" is the default data dir.
 	credsDataDir string
 	replicas     int
+	maxStore     string // --max-store: the total size VERA's streams may take
 	logLevel     string
 	logFormat    string
 	stdout       io.Writer
@@ -126,6 +127,7 @@ Start here:
 	pf.StringVar(&g.natsURL, "nats-url", envOr("NATS_URL", bus.DefaultURL), "NATS server URL(s), comma-separated (env NATS_URL)")
 	pf.StringVar(&g.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "NATS credentials: a .creds file or an nkey seed (NAME.nk) used by every connection of this command; default: each connection's own identity from DATA_DIR/creds (env NATS_CREDS; see vera auth)")
 	pf.IntVar(&g.replicas, "replicas", envInt("VERA_REPLICAS", 1), "replicas of VERA's streams when they are created: 1, or 3 on a cluster (env VERA_REPLICAS)")
+	pf.StringVar(&g.maxStore, "max-store", os.Getenv("VERA_MAX_STORE"), "the most VERA's streams may hold on disk, e.g. 20GB or 500MiB (events 70%, blobs 20%, dead letters 5%, outside tools' events 5%); applied when this command creates or checks the streams as admin; default with the embedded server: what is stored plus half the free space of the data dir's disk (env VERA_MAX_STORE)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("VERA_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env VERA_LOG_LEVEL)")
 	pf.StringVar(&g.logFormat, "log-format", envOr("VERA_LOG_FORMAT", "text"), "log format: text or json (env VERA_LOG_FORMAT)")
 

@@ -101,7 +101,8 @@ func natsAs(t *testing.T, url, data, identity string) *nats.Conn {
 
 // TestUpAndTailShowAPlainClientEvent is the issue's acceptance scenario:
 // `vera up` in one terminal, `vera events tail` in another, and an event a
-// plain NATS client publishes to vera.run.<id>.ext.demo shows up.
+// plain NATS client publishes as the ext identity (on
+// vera.extin.<id>.ext, stored as vera.run.<id>.ext.ext) shows up.
 func TestUpAndTailShowAPlainClientEvent(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	data := t.TempDir()
@@ -117,17 +118,17 @@ func TestUpAndTailShowAPlainClientEvent(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 
 	// A plain client needs an identity: the ext one may publish its own
-	// events under vera.run.<id>.ext.
+	// events on vera.extin.<id>.ext (stored as vera.run.<id>.ext.ext).
 	if nc, err := nats.Connect(url); err == nil {
 		nc.Close()
 		t.Fatal("a NATS client without credentials connected to vera up")
 	}
 	nc := natsAs(t, url, data, auth.Ext)
 	ev := `{"specversion":"1.0","id":"01JDEMOX0000000000000000AA","source":"my-script","type":"vera.ext.demo","subject":"demo1","runid":"demo1","time":"2026-11-21T18:00:00Z","datacontenttype":"application/json","data":{"hello":"from a plain NATS client"}}`
-	if err := nc.Publish("vera.run.demo1.ext.demo", []byte(ev)); err != nil {
+	if err := nc.Publish("vera.extin.demo1.ext", []byte(ev)); err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.Publish("vera.run.demo1.ext.demo", []byte("not an envelope")); err != nil {
+	if err := nc.Publish("vera.extin.demo1.ext", []byte("not an envelope")); err != nil {
 		t.Fatal(err)
 	}
 	nc.Flush()

@@ -14,6 +14,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
+	"github.com/vera-run/vera/projector/dashboard"
 )
 
 func init() { register(newProjectorCmd) }
@@ -63,7 +64,7 @@ func listen(addr, flag string) (net.Listener, error) {
 
 func newProjectorCmd(g *globals) *cobra.Command {
 	var metricsListen, dataDir string
-	var noFiles bool
+	var noFiles, metricsPublic bool
 	var workRoots []string
 	var tf traceFlags
 	cmd := &cobra.Command{
@@ -85,7 +86,13 @@ deployment:
   metrics  every dra_* metric of the VERA spec, folded from the whole stream
            at start (so a restart gives the same values), plus the bus's
            health (consumer lag, redeliveries, dead letters), served at
-           http://<metrics-listen>/metrics;
+           http://<metrics-listen>/metrics to a request that carries the
+           read-only token of DATA_DIR/dashboard.read-token (made, mode
+           0600, if missing; the dashboard's full token in
+           DATA_DIR/dashboard.token is taken too) as "Authorization:
+           Bearer <token>" — Prometheus: authorization: {credentials_file:
+           DATA_DIR/dashboard.read-token}; --metrics-public serves it to
+           anyone;
   traces   with --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT), each run
            as an OpenTelemetry trace in the GenAI conventions, exported
            live over OTLP (durable consumer "projector-otel"; docs/otel.md).`,
@@ -97,6 +104,14 @@ deployment:
 			log, err := g.logger()
 			if err != nil {
 				return err
+			}
+			// /metrics takes the tokens of DATA_DIR's token files, read
+			// on each request; the read-only one is made if missing.
+			protect := metricsListen != "" && !metricsPublic
+			if protect {
+				if _, err := dashboard.EnsureReadToken(dataDir); err != nil {
+					return err
+				}
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -122,20 +137,25 @@ deployment:
 					return err
 				}
 				m := projector.NewMetrics(b, log)
+				h := m.Handler()
+				if protect {
+					h = dashboard.RequireToken(h, dashboard.FileTokens(dataDir))
+				}
 				s.addFunc(ctx, "metrics", func(ctx context.Context) error { return runMetrics(ctx, m) })
 				s.addFunc(ctx, "metrics http", func(ctx context.Context) error {
 					mux := http.NewServeMux()
-					mux.Handle("/metrics", m.Handler())
+					mux.Handle("/metrics", h)
 					return serveHTTP(ctx, ln, mux, log)
 				})
-				fmt.Fprintf(g.stderr, "vera projector: metrics at http://%s/metrics\n", ln.Addr())
+				fmt.Fprintf(g.stderr, "vera projector: metrics at http://%s/metrics (%s)\n", ln.Addr(), metricsAccess(metricsPublic, dataDir))
 			}
 			return s.until(ctx, cancel)
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", envOr("VERA_METRICS_LISTEN", defaultMetricsListen), "address of the Prometheus /metrics endpoint; empty = none (env VERA_METRICS_LISTEN)")
+	cmd.Flags().BoolVar(&metricsPublic, "metrics-public", false, "serve /metrics without a token (default: it needs the read-only token of DATA_DIR/dashboard.read-token)")
 	cmd.Flags().BoolVar(&noFiles, "no-files", false, "do not write the runs' files (metrics only)")
-	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "DATA_DIR: runs' directories under DATA_DIR/runs, the projection state in DATA_DIR/projector (env VERA_DATA_DIR)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "DATA_DIR: runs' directories under DATA_DIR/runs, the projection state in DATA_DIR/projector, /metrics' read-only token in DATA_DIR/dashboard.read-token (env VERA_DATA_DIR)")
 	cmd.Flags().StringSliceVar(&workRoots, "work-root", nil, "a directory under which runs' directories may lie, besides DATA_DIR/runs (repeatable; give sandboxd's)")
 	tf.register(cmd, true)
 	return cmd

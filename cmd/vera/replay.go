@@ -14,6 +14,7 @@ import (
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/auth"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/replay"
 	"github.com/vera-run/vera/sandboxd"
 )
@@ -33,6 +34,7 @@ func newReplayCmd(g *globals) *cobra.Command {
 		timeout                                       time.Duration
 		model                                         modelFlags
 		sf                                            sandboxFlags
+		kf                                            keyEnvFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay [FILE] [--run ID] [--out DIR] [--reverify | --reexecute]",
@@ -65,6 +67,12 @@ run diverges from the recording: a model call the recording lacks, a changed
 prompt, a changed step, a different command result or end. With
 --on-divergence stop (the default) the run is stopped at the first divergence.
 Exit status 3 when it diverged.
+
+The auditor of --reverify reads no other API key variable than the one
+--model-api-key-env names, $VERA_API_KEY_ENV's and those of
+--allow-api-key-env (without it, OPENAI_API_KEY): a recording whose auditor
+model names another (a recording may come from anyone) stops the command
+before the auditor starts.
 
 The verifiers and the agent of --reverify and --reexecute run on a private
 scratch bus holding only the new run; the new run is then copied to the bus
@@ -102,6 +110,11 @@ the new run's work dir).`,
 					return usageError{fmt.Errorf("--new-run: %w", err)}
 				}
 			}
+			keys, err := kf.keys(model.apiKeyEnv)
+			if err != nil {
+				return err
+			}
+			keys = keys.For("vera replay")
 			log, err := g.quietLogger(cmd)
 			if err != nil {
 				return err
@@ -183,6 +196,15 @@ the new run's work dir).`,
 				}
 				if model.baseURL != "" {
 					opts.AuditModel = &catalog.ModelConfig{BaseURL: model.baseURL, Name: model.model, APIKeyEnv: model.apiKeyEnv}
+					if err := checkKeys(keys, "", []namedModel{{"--model-api-key-env", *opts.AuditModel}}); err != nil {
+						return err
+					}
+				} else if !noAudit {
+					// The recording's own auditor model: the auditor
+					// would send that variable to that server.
+					if err := checkRecordedKeys(ctx, sess.Bus, runID, keys, false); err != nil {
+						return err
+					}
 				}
 				if !noAudit && !noSandbox {
 					sb, closeSB, err := replaySandbox(ctx, sf)
@@ -262,7 +284,53 @@ the new run's work dir).`,
 	f.StringVar(&sf.image, "image", os.Getenv("VERA_SANDBOX_IMAGE"), "sandbox image; default the one `vera sandbox build` made (env VERA_SANDBOX_IMAGE)")
 	f.StringVar(&sf.network, "network", envOr("VERA_SANDBOX_NETWORK", sandboxd.DefaultNetwork), "Docker network of sandboxes: bridge, none, or a network name")
 	f.BoolVar(&sf.lab, "lab", false, "LAB MODE: run sandboxes privileged as root (no isolation; trusted machines only)")
+	kf.register(cmd)
 	return cmd
+}
+
+// checkRecordedKeys refuses (a usage error) a recorded run whose auditor
+// model (its agent's when it has none) names an API key variable keys
+// does not allow: re-verifying it would send that variable to the server
+// the recording names. It reads the run's vera.task.submitted and
+// vera.run.started; a run whose auditor is off is not audited unless
+// always (replay.AuditAlways).
+func checkRecordedKeys(ctx context.Context, b *bus.Bus, runID string, keys *llm.KeyEnvs, always bool) error {
+	for rec, err := range b.Read(ctx, bus.ReadOptions{RunID: runID, Types: []string{catalog.TypeTaskSubmitted, catalog.TypeRunStarted}, Direct: true}) {
+		if err != nil {
+			return fmt.Errorf("read run %s: %w", runID, err)
+		}
+		if rec.Err != nil {
+			continue
+		}
+		var cfg catalog.RunConfig
+		switch rec.Event.Type {
+		case catalog.TypeTaskSubmitted:
+			var d catalog.TaskSubmitted
+			if rec.Event.DecodeData(&d) != nil {
+				continue
+			}
+			cfg = d.RunConfig
+		case catalog.TypeRunStarted:
+			var d catalog.RunStarted
+			if rec.Event.DecodeData(&d) != nil {
+				continue
+			}
+			cfg = d.Config
+		default:
+			continue
+		}
+		if !always && !cfg.Auditor.Enabled {
+			continue
+		}
+		m := namedModel{"model (the auditor's: the run has no auditor model)", cfg.Model}
+		if cfg.Auditor.Model != nil {
+			m = namedModel{"auditor model", *cfg.Auditor.Model}
+		}
+		if err := checkKeys(keys, "recorded run "+runID+": ", []namedModel{m}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replaySandbox connects to Docker for a replay's commands.

@@ -17,6 +17,7 @@ import (
 	"github.com/vera-run/vera/bus/catalog"
 	"github.com/vera-run/vera/internal/eventfmt"
 	"github.com/vera-run/vera/internal/live"
+	"github.com/vera-run/vera/internal/llm"
 )
 
 func init() { register(newRunCmd) }
@@ -55,6 +56,7 @@ type runFlags struct {
 	showReasoning       bool
 	dataDir, natsListen string
 	labels              map[string]string
+	keys                keyEnvFlags // --allow-api-key-env
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -89,6 +91,14 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.showReasoning, "show-reasoning", false, "print each step's reasoning in full (by default its first line and how many more there are)")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "without --nats-url: where the embedded bus keeps its store, DIR/nats (env VERA_DATA_DIR)")
 	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "without --nats-url: address of the embedded NATS server (port 0 = a free one)")
+	f.keys.register(cmd)
+}
+
+// keyEnvs is the allow-list of the API key variables of the components a
+// task command runs in this process: --allow-api-key-env, and the
+// variables its --api-key-env and --judge-api-key-env name.
+func (f *runFlags) keyEnvs(vf verifierFlags) (*llm.KeyEnvs, error) {
+	return f.keys.keys(f.model.APIKeyEnv, vf.judge.apiKeyEnv)
 }
 
 // config turns the flags into the run's configuration.
@@ -245,6 +255,10 @@ disk the sandbox may fill in /work and outside it (0 = sandboxd's defaults).
 The model is any OpenAI-compatible server (LM Studio, llama.cpp, vLLM,
 Ollama, a hosted API). The API key, if one is needed, is read from the
 environment variable named by --api-key-env; it never appears in events.
+The components started here read no other key variable than that one,
+$VERA_API_KEY_ENV's and those given with --allow-api-key-env (without it,
+OPENAI_API_KEY): a model setting naming another (a VerifyFast profile's)
+stops the command before anything is published.
 
 Ctrl-C cancels the run (vera.run.cancelled) and exits.
 
@@ -271,11 +285,22 @@ Exit status:
 			if err := vf.validate(); err != nil {
 				return err
 			}
+			keys, err := f.keyEnvs(vf)
+			if err != nil {
+				return err
+			}
+			if !externalBus(cmd) {
+				// This process's components would refuse the run: say so
+				// before anything is published.
+				if err := checkKeys(keys.For("vera run"), "", runModels(cfg, verifyFastSettings(vf))); err != nil {
+					return err
+				}
+			}
 			log, err := g.quietLogger(cmd)
 			if err != nil {
 				return err
 			}
-			return runTask(cmd.Context(), g, cmd, f, cfg, sf, vf, af, log)
+			return runTask(cmd.Context(), g, cmd, f, cfg, sf, vf, af, keys, log)
 		},
 	}
 	f.register(cmd)
@@ -294,7 +319,7 @@ Exit status:
 
 // runTask submits the task and follows the run (see newRunCmd).
 func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cfg catalog.RunConfig,
-	sf sandboxFlags, vf verifierFlags, af agentFlags, log *slog.Logger) error {
+	sf sandboxFlags, vf verifierFlags, af agentFlags, keys *llm.KeyEnvs, log *slog.Logger) error {
 	b, err := openTaskBus(ctx, g, cmd, f.dataDir, f.natsListen, "vera-run", log)
 	if err != nil {
 		return err
@@ -314,7 +339,7 @@ func runTask(ctx context.Context, g *globals, cmd *cobra.Command, f runFlags, cf
 	if cfg.InputDir != "" {
 		inputs = append(inputs, cfg.InputDir)
 	}
-	if err := b.startComponents(ctx, sf, vf, af, []string{cfg.WorkDir}, inputs); err != nil {
+	if err := b.startComponents(ctx, sf, vf, af, keys, []string{cfg.WorkDir}, inputs); err != nil {
 		return err
 	}
 	sub := catalog.TaskSubmitted{RunConfig: cfg, SubmittedBy: "cli", Labels: f.labels}

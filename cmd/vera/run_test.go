@@ -15,6 +15,7 @@ import (
 	"github.com/vera-run/vera/bus/bustest"
 	"github.com/vera-run/vera/internal/dockertest"
 	"github.com/vera-run/vera/internal/scriptedmodel"
+	"github.com/vera-run/vera/projector/dashboard"
 	"github.com/vera-run/vera/sandboxd/image/imagetest"
 )
 
@@ -204,8 +205,16 @@ func TestComponentsAsSeparateCommands(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no metrics URL: %s", projErr)
 	}
+	// /metrics needs the read-only token, which vera projector made in
+	// its data dir (the default one, as the identities').
+	readToken, err := os.ReadFile(filepath.Join(defaultDataDir(), dashboard.ReadTokenFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the run in the metrics", func() bool {
-		resp, err := http.Get(m[1])
+		req, _ := http.NewRequest("GET", m[1], nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(readToken)))
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vera-run/vera/bus"
 	"github.com/vera-run/vera/bus/catalog"
+	"github.com/vera-run/vera/internal/llm"
 	"github.com/vera-run/vera/internal/rundir"
 	"github.com/vera-run/vera/internal/wiring"
 	"github.com/vera-run/vera/projector"
@@ -35,10 +36,16 @@ type taskBus struct {
 	shutdown func()
 }
 
+// externalBus reports whether cmd runs against a running deployment
+// (--nats-url or NATS_URL) rather than an embedded one.
+func externalBus(cmd *cobra.Command) bool {
+	return cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != ""
+}
+
 // openTaskBus connects as the cli identity; name names the embedded
 // server.
 func openTaskBus(ctx context.Context, g *globals, cmd *cobra.Command, dataDir, natsListen, name string, log *slog.Logger) (*taskBus, error) {
-	t := &taskBus{external: cmd.Flags().Changed("nats-url") || os.Getenv("NATS_URL") != "", url: g.natsURL, g: g, dataDir: dataDir, log: log, shutdown: func() {}}
+	t := &taskBus{external: externalBus(cmd), url: g.natsURL, g: g, dataDir: dataDir, log: log, shutdown: func() {}}
 	if !t.external {
 		eb, err := startEmbedded(ctx, g, dataDir, natsListen, name, log)
 		if err != nil {
@@ -59,8 +66,9 @@ func openTaskBus(ctx context.Context, g *globals, cmd *cobra.Command, dataDir, n
 
 // startComponents starts every component in this process on the
 // embedded bus (nothing with --nats-url). The operator named the task's
-// dirs on the command line: they are sandboxd's roots too.
-func (t *taskBus) startComponents(ctx context.Context, sf sandboxFlags, vf verifierFlags, af agentFlags, workRoots, inputRoots []string) error {
+// dirs on the command line: they are sandboxd's roots too. The components'
+// model clients read only the key variables keys allows.
+func (t *taskBus) startComponents(ctx context.Context, sf sandboxFlags, vf verifierFlags, af agentFlags, keys *llm.KeyEnvs, workRoots, inputRoots []string) error {
 	if t.external {
 		return nil
 	}
@@ -68,7 +76,7 @@ func (t *taskBus) startComponents(ctx context.Context, sf sandboxFlags, vf verif
 	scfg.WorkRoots = append(scfg.WorkRoots, workRoots...)
 	scfg.InputRoots = append(scfg.InputRoots, inputRoots...)
 	roots := runRoots(t.dataDir, append(append([]string(nil), sf.workRoots...), workRoots...)...)
-	set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(t.dataDir, roots, nil)}
+	set := wiring.Set{Sandbox: sandboxSet(scfg), Agent: agentConfig(af), Projector: projectorConfig(t.dataDir, roots, nil), KeyEnvs: keys}
 	if err := verifierSet(&set, vf, t.log); err != nil {
 		return err
 	}

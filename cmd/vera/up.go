@@ -48,8 +48,10 @@ type upFlags struct {
 	af                                           agentFlags
 	noSandbox, noVerifiers, noAgent, noProjector bool
 	httpListen                                   string
+	metricsPublic                                bool
 	dm                                           dashboardRunFlags
 	tf                                           traceFlags
+	kf                                           keyEnvFlags // --allow-api-key-env
 }
 
 func (f *upFlags) register(cmd *cobra.Command) {
@@ -60,9 +62,11 @@ func (f *upFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.noAgent, "no-agent", false, "do not run the agent in this process")
 	cmd.Flags().BoolVar(&f.noProjector, "no-projector", false, "do not write the runs' files (notes.md, ledgers, trace.jsonl...) from this process")
 	cmd.Flags().StringVar(&f.httpListen, "http-listen", envOr("VERA_HTTP_LISTEN", defaultHTTPListen), "address of the dashboard and /metrics; port 0 picks a free one, empty = none (env VERA_HTTP_LISTEN)")
+	cmd.Flags().BoolVar(&f.metricsPublic, "metrics-public", false, "serve /metrics without a token (default: it needs the dashboard's read-only token, or its full one)")
 	f.af.register(cmd)
 	f.dm.register(cmd)
 	f.tf.register(cmd, true)
+	f.kf.register(cmd)
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where VERA keeps its data; the JetStream store is DIR/nats (env VERA_DATA_DIR)")
 	cmd.Flags().StringVar(&f.natsListen, "nats-listen", envOr("VERA_NATS_LISTEN", embedded.DefaultListen), "address the embedded NATS server listens on; port 0 picks a free one (env VERA_NATS_LISTEN)")
 }
@@ -132,6 +136,10 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	if err := f.vf.validate(); err != nil {
 		return err
 	}
+	keys, err := f.kf.keys(f.dm.model.apiKeyEnv, f.vf.judge.apiKeyEnv)
+	if err != nil {
+		return err
+	}
 	tmpl, err := f.dm.template()
 	if err != nil {
 		return err
@@ -154,7 +162,13 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	}
 	// The process's own connection is admin's: it creates the streams
 	// and imports the demo's recorded run.
-	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.dataDir, auth.Admin), Source: "vera-up", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas})
+	var limits bus.StoreLimits // the embedded server's streams got theirs when it started
+	if external {
+		if limits, err = g.storeLimits("", true, log); err != nil {
+			return err
+		}
+	}
+	b, err := bus.Connect(ctx, bus.Options{URL: url, CredsFile: g.credsFor(f.dataDir, auth.Admin), Source: "vera-up", Logger: log, ConnectWait: connectWait(external), Replicas: g.replicas, Limits: limits})
 	if err != nil {
 		return err
 	}
@@ -177,7 +191,7 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := newStack(g, url, log)
-	set := wiring.Set{}
+	set := wiring.Set{KeyEnvs: keys}
 	if !f.noSandbox {
 		set.Sandbox = sandboxSet(f.sf.config(f.dataDir, g))
 	}
@@ -223,7 +237,7 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 		}
 		defer db.Close()
 		m := projector.NewMetrics(mb, log)
-		d, err := dashboard.New(dashboard.Options{Bus: db, Metrics: m, DataDir: f.dataDir, Template: tmpl, TraceURL: f.dm.traceUI, Logger: log})
+		d, err := dashboard.New(dashboard.Options{Bus: db, Metrics: m, MetricsPublic: f.metricsPublic, DataDir: f.dataDir, Template: tmpl, TraceURL: f.dm.traceUI, Logger: log})
 		if err != nil {
 			ln.Close()
 			cancel()
@@ -235,7 +249,7 @@ func (g *globals) up(cmd *cobra.Command, f *upFlags, hooks upHooks) error {
 		dashURL = fmt.Sprintf("http://%s/#token=%s", ln.Addr(), d.Token())
 		fmt.Fprintf(w, "  dashboard: %s\n", dashURL)
 		fmt.Fprintf(w, "             (changes need the token; it is also in %s)\n", d.TokenFile())
-		fmt.Fprintf(w, "  metrics:   http://%s/metrics\n", ln.Addr())
+		fmt.Fprintf(w, "  metrics:   http://%s/metrics (%s)\n", ln.Addr(), metricsAccess(f.metricsPublic, f.dataDir))
 	}
 	fmt.Fprintf(w, "  components: %s\n", strings.Join(s.components(), ", "))
 	if eb != nil {

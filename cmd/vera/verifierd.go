@@ -59,6 +59,7 @@ func (f *verifierFlags) judgeConfig() (catalog.ModelConfig, error) {
 
 func newVerifierdCmd(g *globals) *cobra.Command {
 	var f verifierFlags
+	var kf keyEnvFlags
 	cmd := &cobra.Command{
 		Use:   "verifierd",
 		Short: "Run the live verifiers alone (distributed mode)",
@@ -75,7 +76,15 @@ phases and the 1-5 credit score. The DeepVerifier auditor audits the answers
 of runs that enable it (vera.audit.requested): a clean-room decomposition, up
 to three checks verified with shell commands in the run's read-only auditor
 container, a 1-4 judgement capped by SCOUT gating, and feedback to the agent.
-'vera up' runs the same verifiers.`,
+'vera up' runs the same verifiers.
+
+The verifiers read API keys only from the variables this process may read:
+the one --judge-api-key-env names, $VERA_API_KEY_ENV's, and those given with
+--allow-api-key-env (without it, OPENAI_API_KEY); settings.yaml's
+api_key_env entries must be among them too. A run whose auditor or VerifyFast
+model (or profile) names another is not audited and no request is made:
+vera.audit.judged and vera.audit.feedback (final, not accepted), or
+VerifyFast's phase 1 (parse_error), say why and name the flag.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -85,7 +94,11 @@ container, a 1-4 judgement capped by SCOUT gating, and feedback to the agent.
 			if err := f.validate(); err != nil {
 				return err
 			}
-			var set wiring.Set
+			keys, err := kf.keys(f.judge.apiKeyEnv)
+			if err != nil {
+				return err
+			}
+			set := wiring.Set{KeyEnvs: keys}
 			if err := verifierSet(&set, f, log); err != nil {
 				return err
 			}
@@ -93,5 +106,6 @@ container, a 1-4 judgement capped by SCOUT gating, and feedback to the agent.
 		},
 	}
 	f.register(cmd)
+	kf.register(cmd)
 	return cmd
 }

@@ -245,14 +245,17 @@ func (s *callStream) flushLocked(done bool) {
 
 // Subscribe calls fn with every live model piece of runID ("" for every
 // run), on the subscription's goroutine, until the subscription is
-// unsubscribed; a message that is not a piece is skipped. It only sees
-// what is published from now on.
+// unsubscribed; a message that is not a piece the agent published
+// (FromAgent) is skipped. It only sees what is published from now on.
 func Subscribe(nc *nats.Conn, runID string, fn func(Piece)) (*nats.Subscription, error) {
 	filter, err := Filter(runID)
 	if err != nil {
 		return nil, err
 	}
 	sub, err := nc.Subscribe(filter, func(m *nats.Msg) {
+		if !FromAgent(m) {
+			return
+		}
 		p, err := Decode(m.Subject, m.Data)
 		if err == nil {
 			fn(p)
@@ -262,6 +265,18 @@ func Subscribe(nc *nats.Conn, runID string, fn func(Piece)) (*nats.Subscription,
 		return nil, fmt.Errorf("subscribe to %s: %w", filter, err)
 	}
 	return sub, nil
+}
+
+// FromAgent reports whether m can be a live piece as the agent publishes
+// it: a core publish, with no reply subject and no headers. Only the
+// agent's identity may publish on a live subject (bus/auth), but the
+// server does not check a push consumer's deliver subject against its
+// creator's permissions: any identity that may create a consumer can have
+// stored events delivered onto a live subject. Such a delivery always
+// carries a $JS.ACK reply subject (or, for a heartbeat or flow control,
+// status headers), which the agent's pieces never do.
+func FromAgent(m *nats.Msg) bool {
+	return m.Reply == "" && len(m.Header) == 0
 }
 
 // Decode reads a piece published on subject.

@@ -41,9 +41,9 @@ import (
 // sent, and the ambient key would be sent to a server configured without
 // one). None of the OPENAI_* variables has any effect here. What still
 // applies from the environment: MODEL_TIMEOUT (when Config.Timeout is 0),
-// the variable named by Config.APIKeyEnv, and, with the default HTTP
-// client, Go's HTTP_PROXY / HTTPS_PROXY / NO_PROXY and SSL_CERT_FILE /
-// SSL_CERT_DIR handling.
+// the variable named by Config.APIKeyEnv (when Config.KeyEnvs allows it),
+// and, with the default HTTP client, Go's HTTP_PROXY / HTTPS_PROXY /
+// NO_PROXY and SSL_CERT_FILE / SSL_CERT_DIR handling.
 type Client struct {
 	baseURL    string // normalised
 	shownURL   string // normalised, password redacted
@@ -73,8 +73,9 @@ type Client struct {
 var _ Completer = (*Client)(nil)
 
 // New builds a client. It reads the API key from the variable named by
-// cfg.APIKeyEnv (an error if that variable is not set) and MODEL_TIMEOUT
-// when cfg.Timeout is 0.
+// cfg.APIKeyEnv (an error if that variable is not set, or if cfg.KeyEnvs
+// does not allow it: then nothing is read) and MODEL_TIMEOUT when
+// cfg.Timeout is 0.
 func New(cfg Config) (*Client, error) {
 	base, err := NormalizeBaseURL(cfg.BaseURL)
 	if err != nil {
@@ -88,6 +89,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.APIKeyEnv != "" {
 		if !envNameRE.MatchString(cfg.APIKeyEnv) {
 			return nil, fmt.Errorf("llm: api_key_env %q is not an environment variable name (it must name the variable holding the key, not be the key)", abbreviateSecret(cfg.APIKeyEnv))
+		}
+		// The allow-list, before the variable is read: the value of a
+		// variable the operator did not name is never looked at.
+		if err := cfg.KeyEnvs.Check(cfg.APIKeyEnv); err != nil {
+			return nil, err
 		}
 		v, ok := lookup(cfg.APIKeyEnv)
 		if !ok {

@@ -109,6 +109,13 @@ type Config struct {
 	// that insists on one). The variable is read once, by New; naming a
 	// variable that is not set is an error.
 	APIKeyEnv string
+	// KeyEnvs, when set, is the allow-list of variables APIKeyEnv may
+	// name: New refuses any other (a *KeyEnvError, errors.Is
+	// ErrKeyEnvNotAllowed, naming --allow-api-key-env) before it reads the
+	// environment. Every client made from settings that came in an event
+	// (a task's model, its auditor's, VerifyFast's, an eval profile's) must
+	// have one. Nil: any variable (settings that are the operator's own).
+	KeyEnvs *KeyEnvs
 	// Timeout bounds each attempt, from sending the request to the end of
 	// the response body. When streaming it bounds the wait for the first
 	// chunk (the prompt's processing) instead; IdleTimeout then bounds

@@ -53,8 +53,17 @@ type Set struct {
 	// Models, when set, makes the model factory of a component that calls
 	// a model and whose Config has none (a replay's recorded or
 	// overriding models). Nil: clients recording their calls on the
-	// component's own connection (llmbus), one per model settings.
+	// component's own connection (llmbus), one per model settings, that
+	// read only the API key variables KeyEnvs allows.
 	Models func(identity string, b *bus.Bus) component.Models
+	// KeyEnvs is the allow-list of the environment variables the
+	// components' model clients may read as API keys (the operator's
+	// --allow-api-key-env and the command's own api-key-env flags). A
+	// run whose model settings name another is refused before a request
+	// is made: the agent finishes it FAILED, the auditor and VerifyFast
+	// say why in their events. Nil: llm.DefaultKeyEnvs (OPENAI_API_KEY
+	// and the variable VERA_API_KEY_ENV names), never "any".
+	KeyEnvs *llm.KeyEnvs
 	// Judge, when set, makes the logic verifier's hybrid judge on its
 	// connection (vera verifierd --hybrid).
 	Judge func(b *bus.Bus) (*logic.Hybrid, func(), error)
@@ -252,8 +261,28 @@ func (s Set) models(identity string, b *bus.Bus) (component.Models, func()) {
 	if s.Models != nil {
 		return s.Models(identity, b), func() {}
 	}
-	m := NewRecordingModels(b, s.Logger)
+	keys := s.KeyEnvs
+	if keys == nil {
+		keys = llm.DefaultKeyEnvs(nil)
+	}
+	m := NewRecordingModels(b, s.Logger, keys.For(KeyEnvsWho(identity)))
 	return m.Get, m.Close
+}
+
+// KeyEnvsWho names a component in the refusal of a key variable it may
+// not read ("this agent").
+func KeyEnvsWho(identity string) string {
+	switch identity {
+	case catalog.ComponentAgent:
+		return "this agent"
+	case catalog.ComponentDeepVerify:
+		return "this auditor"
+	case catalog.ComponentVerifyFast:
+		return "this VerifyFast scorer"
+	case catalog.ComponentLogic:
+		return "this logic verifier"
+	}
+	return "this process"
 }
 
 // newAgent builds the agent (a variable so that a test can see the
@@ -269,22 +298,32 @@ func LivePublisher(b *bus.Bus, log *slog.Logger) *live.Publisher {
 
 // RecordingModels hands out one model client per model settings, its
 // calls recorded on a bus (llmbus), and closes them all at the end (a
-// client per call would leave its idle connections open).
+// client per call would leave its idle connections open). Its clients read
+// only the API key variables of its allow-list: it is the one factory of
+// model clients for settings that came in events (runs, evals).
 type RecordingModels struct {
-	rec *llmbus.BusRecorder
-	log *slog.Logger
+	rec  *llmbus.BusRecorder
+	log  *slog.Logger
+	keys *llm.KeyEnvs
 
 	mu      sync.Mutex
 	clients map[string]*llm.Client
 }
 
-// NewRecordingModels records the calls of its clients on b.
-func NewRecordingModels(b *bus.Bus, log *slog.Logger) *RecordingModels {
-	return &RecordingModels{rec: llmbus.New(b, llmbus.Options{Logger: log}), log: log, clients: map[string]*llm.Client{}}
+// NewRecordingModels records the calls of its clients on b; they read
+// only the API key variables keys allows (nil: llm.DefaultKeyEnvs, never
+// any variable).
+func NewRecordingModels(b *bus.Bus, log *slog.Logger, keys *llm.KeyEnvs) *RecordingModels {
+	if keys == nil {
+		keys = llm.DefaultKeyEnvs(nil)
+	}
+	return &RecordingModels{rec: llmbus.New(b, llmbus.Options{Logger: log}), log: log, keys: keys, clients: map[string]*llm.Client{}}
 }
 
 // Get is a component.Models: the client of mc, made on first use (the run
-// does not matter; each call is recorded with its own run).
+// does not matter; each call is recorded with its own run). An api_key_env
+// the allow-list does not name is refused (llm.ErrKeyEnvNotAllowed) before
+// its variable is read.
 func (m *RecordingModels) Get(_ string, mc catalog.ModelConfig) (llm.Completer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -292,7 +331,7 @@ func (m *RecordingModels) Get(_ string, mc catalog.ModelConfig) (llm.Completer, 
 		return c, nil
 	}
 	cfg := llmbus.Config(mc)
-	cfg.Recorder, cfg.Logger = m.rec, m.log
+	cfg.Recorder, cfg.Logger, cfg.KeyEnvs = m.rec, m.log, m.keys
 	c, err := llm.New(cfg)
 	if err != nil {
 		return nil, err

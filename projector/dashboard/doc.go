@@ -55,6 +55,14 @@
 //	GET  /api/events                SSE: every run's events
 //	GET  /api/metrics               projector.Metrics as JSON (404 without Metrics)
 //	GET  /api/blobs/{digest}        a big payload by digest, as text/plain
+//	GET  /metrics                   Prometheus text of Metrics (only with Metrics)
+//
+// Every request but the page needs a token (X-Vera-Token, or
+// Authorization: Bearer; the live feeds also take ?token=): a POST the
+// token, a read — /metrics included — the token or the read token.
+// Options.MetricsPublic serves /metrics without one. RequireToken guards a
+// /metrics served elsewhere (vera projector) the same way, with the tokens
+// of a data dir's token files (FileTokens, EnsureReadToken).
 //
 // The SSE streams take types= (comma-separated or repeated type patterns,
 // e.g. vera.model.*) and send each stored message as one SSE event whose

@@ -2,10 +2,8 @@ package dashboard
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,10 +43,15 @@ type Options struct {
 	// Bus is the connection the dashboard reads and publishes on
 	// (required). New runs get ids from its id source and clock.
 	Bus *bus.Bus
-	// Metrics, when set, feeds the metrics summary (GET /api/metrics). The
-	// caller runs it (Metrics.Run); nil hides the global metrics and the
-	// page shows only what it computes from the run's events.
+	// Metrics, when set, feeds the metrics summary (GET /api/metrics) and
+	// Prometheus' GET /metrics, which takes the token or the read token
+	// like every read (Authorization: Bearer, or X-Vera-Token) unless
+	// MetricsPublic. The caller runs it (Metrics.Run); nil hides the
+	// global metrics and the page shows only what it computes from the
+	// run's events.
 	Metrics *projector.Metrics
+	// MetricsPublic serves /metrics without a token.
+	MetricsPublic bool
 	// DataDir holds the token file and, under runs/<run_id>, the run
 	// dirs of the runs started from the page (required).
 	DataDir string
@@ -163,11 +166,9 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.DataDir = dataDir
 	if opts.Token == "" {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
+		if opts.Token, err = newToken(); err != nil {
 			return nil, fmt.Errorf("dashboard: make token: %w", err)
 		}
-		opts.Token = hex.EncodeToString(b[:])
 	}
 	bo := opts.Bus.Options()
 	s := &Server{
@@ -189,11 +190,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.readToken = opts.ReadToken
 	if s.readToken == "" {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
+		if s.readToken, err = newToken(); err != nil {
 			return nil, fmt.Errorf("dashboard: read token: %w", err)
 		}
-		s.readToken = hex.EncodeToString(b[:])
 	}
 	if err := writeTokenFile(filepath.Join(s.opts.DataDir, ReadTokenFileName), s.readToken); err != nil {
 		return nil, err
@@ -341,7 +340,7 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /api/metrics", s.reading(s.handleMetrics))
 		mux.HandleFunc("GET /api/blobs/{digest}", s.reading(s.handleBlob))
 		if s.opts.Metrics != nil {
-			mux.Handle("GET /metrics", s.opts.Metrics.Handler()) // Prometheus
+			mux.Handle("GET /metrics", s.metricsHandler()) // Prometheus
 		}
 		s.handler = s.guard(mux)
 	})

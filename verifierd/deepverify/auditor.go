@@ -221,6 +221,9 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 	shown, file := PromptAnswer(r.Req, answer)
 	maxRounds, stopScore, mc, _ := st.auditorSettings()
 	model, err := a.cfg.Models(st.RunID, mc)
+	if errors.Is(err, llm.ErrKeyEnvNotAllowed) {
+		return a.refuseRound(ctx, st, r, maxRounds, err)
+	}
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
@@ -330,6 +333,38 @@ func (a *Auditor) advanceRound(ctx context.Context, st *runState, r *roundState,
 	j := r.Judged
 	fb := catalog.AuditFeedback{Round: r.Round, Score: j.Score, Accepted: j.Score >= stopScore, Instructions: j.Instructions}
 	fb.Final = fb.Accepted || r.Round >= maxRounds
+	fb.Message = FeedbackMessage(*j, fb, maxRounds)
+	if _, err := a.publish(ctx, st.RunID, fb, r.Request, "feedback"); err != nil {
+		return err
+	}
+	r.Feedback = &fb
+	return nil
+}
+
+// refuseRound ends the audit of a run whose auditor model names an API key
+// variable this auditor may not read (its operator's --allow-api-key-env):
+// no model is called, and no later round could call one. The round is
+// judged 1 (not audited, so not accepted) with the refusal as its
+// explanation, and its feedback is final, so that the agent finishes the
+// run (UNRESOLVED, its answer kept) instead of waiting for an audit that
+// never comes. The events say why; neither repeats a key.
+func (a *Auditor) refuseRound(ctx context.Context, st *runState, r *roundState, maxRounds int, refusal error) error {
+	a.cfg.Logger.Warn("auditor model refused: the run is not audited", "run", st.RunID, "round", r.Round, "err", refusal)
+	if r.Judged == nil {
+		best := BestOf(st.judged()).Update(r.Round, 1)
+		aj := catalog.AuditJudged{Round: r.Round, Score: 1, RawScore: 1, BestRound: best.Round, BestScore: best.Score,
+			Explanation: "Not audited: the auditor refused to call its model: " + refusal.Error(),
+			DurationMS:  max(0, a.clock.Now().Sub(r.Request.Time).Milliseconds())}
+		if _, err := a.publish(ctx, st.RunID, aj, r.Request, "judged"); err != nil {
+			return err
+		}
+		r.Judged = &aj
+	}
+	if r.Feedback != nil {
+		return nil
+	}
+	j := r.Judged
+	fb := catalog.AuditFeedback{Round: r.Round, Score: j.Score, Accepted: false, Final: true}
 	fb.Message = FeedbackMessage(*j, fb, maxRounds)
 	if _, err := a.publish(ctx, st.RunID, fb, r.Request, "feedback"); err != nil {
 		return err

@@ -407,6 +407,15 @@ func (l *Live) handle(ctx context.Context, m *bus.Message) error {
 	}
 	mc, modelFrom := l.modelFor(rv.cfg, log)
 	comp, err := l.cfg.Models(runID, mc)
+	if errors.Is(err, llm.ErrKeyEnvNotAllowed) {
+		// An API key variable this scorer's operator did not allow
+		// (--allow-api-key-env): no model is called, and the answer's
+		// phase 1 says why (an audit failure, so no score and no retry).
+		log.Error("VerifyFast model refused; the answer is not scored", "model", mc.Name, "model_from", modelFrom, "err", err)
+		vp := catalog.VerifyFastPhase{AnswerEventID: aid, Profile: profile, Phase: int(PhaseDecompose), Name: catalog.PhaseDecompose,
+			ParseError: "not audited: VerifyFast refused to call its model (" + modelFrom + "): " + err.Error()}
+		return l.publish(ctx, ans.ev, vp, PhasePurpose(PhaseDecompose))
+	}
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("verifyfast: model client for %s at %s: %w", mc.Name, llm.RedactURL(mc.BaseURL), err))
 	}
