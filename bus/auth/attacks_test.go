@@ -87,17 +87,28 @@ func TestDurablesCannotBeRewrittenThroughAnyCreateForm(t *testing.T) {
 			if d.owner == who {
 				continue
 			}
-			evil, _ := json.Marshal(map[string]any{"stream_name": bus.StreamName, "config": map[string]any{
-				"name": d.name, "durable_name": d.name, "filter_subjects": []string{"vera.never.matches"},
-				"ack_policy": "explicit", "ack_wait": int64(time.Hour), "max_deliver": 1, "max_ack_pending": 1}})
+			// The body names the consumer only ("name"); the
+			// server takes durable_name too in some forms.
+			var bodies [][]byte
+			for _, durable := range []bool{false, true} {
+				cfg := map[string]any{"name": d.name, "filter_subjects": []string{"vera.never.matches"},
+					"ack_policy": "explicit", "ack_wait": int64(time.Hour), "max_deliver": 1, "max_ack_pending": 1}
+				if durable {
+					cfg["durable_name"] = d.name
+				}
+				body, _ := json.Marshal(map[string]any{"stream_name": bus.StreamName, "config": cfg})
+				bodies = append(bodies, body)
+			}
 			for _, subj := range []string{
 				"$JS.API.CONSUMER.CREATE." + bus.StreamName,                                   // legacy: the name is the body's
 				"$JS.API.CONSUMER.DURABLE.CREATE." + bus.StreamName + "." + d.name,            // legacy durable
 				"$JS.API.CONSUMER.CREATE." + bus.StreamName + "." + d.name,                    // named
 				"$JS.API.CONSUMER.CREATE." + bus.StreamName + "." + d.name + ".vera.never.ok", // named with a filter
 			} {
-				if ok, answer := refused(t, nc, subj, evil); !ok {
-					t.Errorf("%s rewriting %s on %s: not refused, the server answered %s", who, d.name, subj, answer)
+				for _, evil := range bodies {
+					if ok, answer := refused(t, nc, subj, evil); !ok {
+						t.Errorf("%s rewriting %s on %s: not refused, the server answered %.200s", who, d.name, subj, answer)
+					}
 				}
 			}
 		}
